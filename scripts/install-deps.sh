@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages oal builds against. Idempotent: packages already
+# present are skipped, and apt is not touched at all when nothing is missing.
+# libopenblas-dev is required: without it LibTorch links the reference BLAS and fp32
+# GEMM runs ~15x slower (see docs/design.md).
+set -euo pipefail
+
+packages=(build-essential cmake libtorch-dev libopenblas-dev nlohmann-json3-dev
+          libcli11-dev libgtest-dev libfmt-dev)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -q
+"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,22 @@
+#pragma once
+// What the program runs on, for `oal version` and benchmark records.
+#include <string>
+
+namespace oal {
+
+struct MachineInfo {
+  std::string cpu;      // /proc/cpuinfo "model name"
+  int logical_cores = 0;
+  int threads = 0;      // ATen intra-op threads in use
+  std::string blas;     // shared library that provides BLAS, e.g. libopenblasp-r0.3.21.so
+  std::string libtorch; // LibTorch version
+  std::string commit;   // oal git commit at build time
+};
+
+MachineInfo machine_info();
+
+// Sets ATen's intra-op threads: `n` if > 0, else $OAL_THREADS, else all logical cores.
+// (LibTorch's own default was 1 on Debian's build.) Returns the count in effect.
+int configure_threads(int n = 0);
+
+}  // namespace oal

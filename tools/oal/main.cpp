@@ -1,0 +1,53 @@
+// `oal`: the command-line front end. Subcommands live in cmd_*.cpp (see command.h).
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "command.h"
+#include "oal/core/error.h"
+#include "oal/core/machine.h"
+
+namespace oal::cli {
+std::vector<Command>& registry() {
+  static std::vector<Command> commands;
+  return commands;
+}
+}  // namespace oal::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"oal — Outlier-Aware Attention Linearization toolkit"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for every command");
+
+  auto& commands = oal::cli::registry();
+  std::sort(commands.begin(), commands.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::map<CLI::App*, oal::cli::RunFn> runs;
+  for (auto& c : commands) {
+    CLI::App* sub = app.add_subcommand(c.name, c.description);
+    runs[sub] = c.setup(*sub);
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    oal::configure_threads();
+    for (auto& [sub, run] : runs)
+      if (sub->parsed()) run();
+  } catch (const oal::Error& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
