@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace oal::model {
 
@@ -37,7 +38,8 @@ struct ModelConfig {
   RopeStyle rope_style = RopeStyle::half;
   std::optional<RopeScaling> rope_scaling;
   std::optional<int64_t> bos_token_id;
-  std::optional<int64_t> eos_token_id;
+  std::optional<int64_t> eos_token_id;   // the first end-of-sequence id
+  std::vector<int64_t> eos_token_ids;    // all of them (HF configs may list several)
 };
 
 }  // namespace oal::model
