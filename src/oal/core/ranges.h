@@ -1,0 +1,23 @@
+#pragma once
+// Index lists written by users on the command line: layer lists such as "0,2,4-7" and
+// block ranges such as "0-15". Shared by every CLI command that selects layers, heads
+// or blocks.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace oal {
+
+// Parses comma-separated items, each a non-negative integer "n" or an inclusive range
+// "a-b" with a <= b; spaces around items are allowed. Returns the indices in the order
+// written. Throws oal::Error("[<what>] ...") for empty text, empty items, non-numbers,
+// descending ranges or repeated indices. When `limit` > 0 every index must be < limit
+// (e.g. the model's layer count).
+std::vector<int64_t> parse_index_list(std::string_view text, std::string_view what,
+                                      int64_t limit = 0);
+
+// Formats indices back into the compact form ("0,2,4-7"), consecutive runs merged.
+std::string format_index_list(const std::vector<int64_t>& indices);
+
+}  // namespace oal
