@@ -1,0 +1,35 @@
+#include "oal/attention/oal_method.h"
+
+namespace oal::attn {
+
+QuadraticAttention::QuadraticAttention(LayerKernels kernels, HdOptions options, bool trainable)
+    : kernels_(std::move(kernels)), options_(options) {
+  kernels_.validate("quadratic_attention");
+  if (trainable && !kernels_.L.requires_grad()) kernels_.L.set_requires_grad(true);
+}
+
+QuadraticAttention QuadraticAttention::from_kernels(const std::vector<QuadraticKernel>& kernels,
+                                                    HdOptions options, bool trainable,
+                                                    at::ScalarType dtype) {
+  return QuadraticAttention(LayerKernels::from(kernels, dtype), options, trainable);
+}
+
+std::string QuadraticAttention::name() const {
+  return kernels_.all_global() ? "global" : "oal";
+}
+
+at::Tensor QuadraticAttention::forward(const at::Tensor& q, const at::Tensor& k,
+                                       const at::Tensor& v) const {
+  return hd_chunked(q, k, v, kernels_, options_).y;
+}
+
+std::unique_ptr<DecodeState> QuadraticAttention::new_state(int64_t batch) const {
+  return std::make_unique<HdDecodeState>(kernels_, batch, options_);
+}
+
+std::vector<at::Tensor> QuadraticAttention::parameters() const {
+  return kernels_.L.requires_grad() ? std::vector<at::Tensor>{kernels_.L}
+                                    : std::vector<at::Tensor>{};
+}
+
+}  // namespace oal::attn

@@ -1,0 +1,44 @@
+#pragma once
+// OAL (and learned-global) attention of one layer as an AttentionMethod.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "oal/attention/hd.h"
+#include "oal/attention/method.h"
+#include "oal/attention/quadratic.h"
+
+namespace oal::attn {
+
+// forward(): hd_chunked over the layer's per-query-head kernels; new_state(): an
+// HdDecodeState; parameters(): {kernels().L} ([Hq, Gmax+1, Gmax+1], requires_grad when
+// `trainable`). name(): "global" when every head has G = 1, else "oal".
+// Under autograd forward() records the graph through L; wrap inference in a
+// c10::NoGradGuard (or construct with trainable = false) to skip it.
+class QuadraticAttention : public AttentionMethod {
+ public:
+  explicit QuadraticAttention(LayerKernels kernels, HdOptions options = {},
+                              bool trainable = true);
+  // One kernel per query head; L kept in `dtype` (fp64 default, fp32 for training speed).
+  static QuadraticAttention from_kernels(const std::vector<QuadraticKernel>& kernels,
+                                         HdOptions options = {}, bool trainable = true,
+                                         at::ScalarType dtype = at::kDouble);
+
+  std::string name() const override;
+  // q [B, Hq, T, D], k [B, Hkv, T, D], v [B, Hkv, T, Dv] -> [B, Hq, T, Dv].
+  at::Tensor forward(const at::Tensor& q, const at::Tensor& k,
+                     const at::Tensor& v) const override;
+  std::unique_ptr<DecodeState> new_state(int64_t batch) const override;
+  std::vector<at::Tensor> parameters() const override;
+
+  const LayerKernels& kernels() const { return kernels_; }
+  // The current kernels (detached copies of L), one per query head.
+  std::vector<QuadraticKernel> to_kernels() const { return kernels_.to_kernels(); }
+  const HdOptions& options() const { return options_; }
+
+ private:
+  LayerKernels kernels_;
+  HdOptions options_;
+};
+
+}  // namespace oal::attn
