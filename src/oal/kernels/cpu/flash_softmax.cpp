@@ -1,0 +1,171 @@
+#include "oal/kernels/cpu/flash_softmax.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "oal/kernels/cpu/gemm_f32.h"
+#include "oal/kernels/cpu/isa.h"
+#include "oal/kernels/cpu/parallel.h"
+#include "oal/kernels/cpu/simd_avx512.h"
+
+namespace oal::kernels::cpu {
+namespace {
+
+constexpr float k_neg_inf = -std::numeric_limits<float>::infinity();
+
+// Online-softmax step for one score row s[0, n_total) of which the first n_valid are
+// visible: updates the running max m and sum l, overwrites s with exp(s - m_new) (zeros
+// past n_valid) and returns the factor the row's running output must be scaled by.
+float online_row_scalar(float* s, int64_t n_valid, int64_t n_total, float& m, float& l) {
+  float mx = k_neg_inf;
+  for (int64_t j = 0; j < n_valid; ++j) mx = std::max(mx, s[j]);
+  const float m_new = std::max(m, mx);
+  const float alpha = m == k_neg_inf ? 0.0f : std::exp(m - m_new);
+  float sum = 0;
+  for (int64_t j = 0; j < n_valid; ++j) {
+    s[j] = std::exp(s[j] - m_new);
+    sum += s[j];
+  }
+  std::fill(s + n_valid, s + n_total, 0.0f);
+  l = l * alpha + sum;
+  m = m_new;
+  return alpha;
+}
+
+OAL_AVX512 float online_row_avx512(float* s, int64_t n_valid, int64_t n_total, float& m,
+                                   float& l) {
+  __m512 vmax = _mm512_set1_ps(k_neg_inf);
+  for (int64_t j = 0; j < n_valid; j += 16) {
+    const __mmask16 mk = simd::lane_mask(n_valid - j);
+    vmax = _mm512_mask_max_ps(vmax, mk, vmax, _mm512_maskz_loadu_ps(mk, s + j));
+  }
+  const float mx = _mm512_reduce_max_ps(vmax);
+  const float m_new = std::max(m, mx);
+  const float alpha = m == k_neg_inf ? 0.0f : std::exp(m - m_new);
+  const __m512 vm = _mm512_set1_ps(m_new);
+  __m512 vsum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n_total; j += 16) {
+    const __mmask16 all = simd::lane_mask(n_total - j);
+    const __mmask16 valid = j < n_valid ? simd::lane_mask(n_valid - j) : __mmask16{0};
+    const __m512 p =
+        _mm512_maskz_mov_ps(valid, simd::exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(all, s + j), vm)));
+    _mm512_mask_storeu_ps(s + j, all, p);
+    vsum = _mm512_add_ps(vsum, p);
+  }
+  l = l * alpha + _mm512_reduce_add_ps(vsum);
+  m = m_new;
+  return alpha;
+}
+
+void scale_row(float* o, int64_t n, float alpha) {
+  for (int64_t j = 0; j < n; ++j) o[j] *= alpha;
+}
+
+struct Scratch {
+  std::vector<float> qs, s, o, m, l;
+};
+
+// Geometry of the work items: `heads` query heads of one KV group stacked over one
+// query block of `rows` positions (rows = heads x positions; several heads are stacked
+// only when T is shorter than the block, e.g. decode, so each GEMM still has rows).
+struct Items {
+  int64_t heads = 1, n_hb = 1, n_qb = 1, block = 64;
+  int64_t count(const AttentionDims& d) const { return d.batch * d.kv_heads * n_hb * n_qb; }
+};
+
+Items plan_items(const AttentionDims& d, const FlashOptions& opt) {
+  Items it;
+  it.block = std::min(opt.q_block, d.q_len);
+  it.heads = std::clamp<int64_t>(opt.q_block / std::max<int64_t>(d.q_len, 1), 1, d.group_size());
+  while (d.group_size() % it.heads != 0) --it.heads;
+  it.n_hb = d.group_size() / it.heads;
+  it.n_qb = (d.q_len + it.block - 1) / it.block;
+  return it;
+}
+
+// One work item: KV head `kvh` (batch-major index), head block `hb`, query block `qb`.
+void flash_item(const AttentionDims& dims, const FlashOptions& opt, const Items& it,
+                const float* q, const float* kt, int64_t ldkt, const float* v, float* y,
+                float scale, int64_t kvh, int64_t hb, int64_t qb, Scratch& w, bool avx) {
+  const int64_t D = dims.dim, Dv = dims.value_dim, T = dims.q_len;
+  const int64_t Bc = opt.k_block, off = dims.offset();
+  const int64_t i0 = qb * it.block, rb = std::min(it.block, T - i0);
+  const int64_t rows = rb * it.heads;
+  const int64_t b = kvh / dims.kv_heads;
+  const int64_t h0 = (kvh % dims.kv_heads) * dims.group_size() + hb * it.heads;
+  const float* kth = kt + kvh * D * ldkt;
+  const float* vh = v + kvh * dims.k_len * Dv;
+  // Row r = (head h0 + r / rb, position i0 + r % rb).
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* src = q + ((b * dims.q_heads + h0 + r / rb) * T + i0 + r % rb) * D;
+    for (int64_t c = 0; c < D; ++c) w.qs[r * D + c] = src[c] * scale;
+  }
+  std::fill(w.o.begin(), w.o.begin() + rows * Dv, 0.0f);
+  std::fill(w.m.begin(), w.m.begin() + rows, k_neg_inf);
+  std::fill(w.l.begin(), w.l.begin() + rows, 0.0f);
+  const int64_t kend = i0 + rb + off;  // keys [0, kend) are visible to some row
+  for (int64_t j0 = 0; j0 < kend; j0 += Bc) {
+    const int64_t bc = std::min(Bc, kend - j0);
+    gemm_f32(rows, bc, D, w.qs.data(), D, 1, kth + j0, ldkt, w.s.data(), Bc, false);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t n_valid = std::clamp<int64_t>(i0 + r % rb + off - j0 + 1, 0, bc);
+      float* sr = w.s.data() + r * Bc;
+      const float alpha = avx ? online_row_avx512(sr, n_valid, bc, w.m[r], w.l[r])
+                              : online_row_scalar(sr, n_valid, bc, w.m[r], w.l[r]);
+      if (alpha != 1.0f) scale_row(w.o.data() + r * Dv, Dv, alpha);
+    }
+    gemm_f32(rows, Dv, bc, w.s.data(), Bc, 1, vh + j0 * Dv, Dv, w.o.data(), Dv, true);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    float* dst = y + ((b * dims.q_heads + h0 + r / rb) * T + i0 + r % rb) * Dv;
+    const float inv = 1.0f / w.l[r];
+    for (int64_t c = 0; c < Dv; ++c) dst[c] = w.o[r * Dv + c] * inv;
+  }
+}
+
+}  // namespace
+
+void flash_softmax_kt_f32(const AttentionDims& dims, const float* q, const float* kt,
+                          int64_t ldkt, const float* v, float* y, float scale,
+                          const FlashOptions& opt) {
+  if (dims.q_len == 0 || dims.batch == 0 || dims.q_heads == 0) return;
+  const Items it = plan_items(dims, opt);
+  const int64_t items = it.count(dims);
+  const int64_t rows = it.block * it.heads;
+  std::vector<Scratch> scratch(static_cast<size_t>(worker_count(items, opt.threads)));
+  for (auto& w : scratch) {
+    w.qs.resize(rows * dims.dim);
+    w.s.resize(rows * opt.k_block);
+    w.o.resize(rows * dims.value_dim);
+    w.m.resize(rows);
+    w.l.resize(rows);
+  }
+  const bool avx = active_isa() == Isa::avx512;
+  const int64_t per_qb = dims.batch * dims.kv_heads * it.n_hb;
+  // Item i: the latest query blocks (most keys) first, so the last items are cheap.
+  parallel_items(items, opt.threads, [&](int64_t worker, int64_t i) {
+    const int64_t qb = it.n_qb - 1 - i / per_qb, rest = i % per_qb;
+    flash_item(dims, opt, it, q, kt, ldkt, v, y, scale, rest / it.n_hb, rest % it.n_hb, qb,
+               scratch[worker], avx);
+  });
+}
+
+void flash_softmax_f32(const AttentionDims& dims, const float* q, const float* k,
+                       const float* v, float* y, float scale, const FlashOptions& opt) {
+  const int64_t D = dims.dim, S = dims.k_len;
+  if (dims.q_len == 0 || dims.batch == 0 || dims.q_heads == 0) return;
+  const int64_t n_kv = dims.batch * dims.kv_heads;
+  // Kᵀ per KV head [D, S]: the score GEMM then reads contiguous key rows per dimension.
+  std::vector<float> kt(static_cast<size_t>(n_kv * D * S));
+  parallel_items(n_kv, opt.threads, [&](int64_t, int64_t u) {
+    const float* src = k + u * S * D;
+    float* dst = kt.data() + u * D * S;
+    for (int64_t j = 0; j < S; ++j)
+      for (int64_t r = 0; r < D; ++r) dst[r * S + j] = src[j * D + r];
+  });
+  flash_softmax_kt_f32(dims, q, kt.data(), S, v, y, scale, opt);
+}
+
+}  // namespace oal::kernels::cpu

@@ -1,0 +1,33 @@
+#pragma once
+// Flash-style causal softmax attention on the CPU (exact softmax, online over key
+// blocks), with grouped-query attention. The tensor entry point and its support check
+// live in src/oal/attention/fast_paths.h; this is the raw kernel.
+#include <cstdint>
+
+#include "oal/kernels/cpu/attention_dims.h"
+
+namespace oal::kernels::cpu {
+
+struct FlashOptions {
+  int64_t q_block = 64;  // query rows per work item
+  int64_t k_block = 64;  // keys per online-softmax step
+  int threads = 0;       // 0 = ATen's thread count
+};
+
+// y = softmax(scale · q kᵀ + causal mask) v per query head; fp32 in/out, contiguous
+// (see AttentionDims), fp32 accumulation. Work items are (batch, head, query block),
+// handed out longest first. Scratch: one Kᵀ copy per KV head plus O(q_block · (k_block
+// + Dv)) per worker. Requires T >= 1 rows to have at least one visible key (always true
+// for causal attention with S >= T).
+void flash_softmax_f32(const AttentionDims& dims, const float* q, const float* k,
+                       const float* v, float* y, float scale, const FlashOptions& opt = {});
+
+// The same with keys given transposed: kt holds, per KV head (batch-major), D rows of
+// ldkt floats (ldkt >= S), row r = dimension r of keys 0..S-1 — the layout a decode KV
+// cache keeps so a step never re-transposes the cache. When T is shorter than q_block,
+// the query heads of one KV head are stacked into one work item (decode: all of them).
+void flash_softmax_kt_f32(const AttentionDims& dims, const float* q, const float* kt,
+                          int64_t ldkt, const float* v, float* y, float scale,
+                          const FlashOptions& opt = {});
+
+}  // namespace oal::kernels::cpu

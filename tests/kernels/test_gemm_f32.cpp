@@ -1,0 +1,60 @@
+// gemm_f32 (AVX-512 tiles and the scalar loop) against a fp64 triple loop.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "oal/kernels/cpu/gemm_f32.h"
+#include "oal/kernels/cpu/isa.h"
+
+namespace kc = oal::kernels::cpu;
+
+namespace {
+
+std::vector<float> uniform(size_t n, unsigned seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(n);
+  for (auto& e : x) e = u(g);
+  return x;
+}
+
+void check_case(kc::Isa isa, int64_t M, int64_t N, int64_t K, bool trans_a, bool accumulate) {
+  kc::ScopedIsa guard(isa);
+  const int64_t ldb = N + 3, ldc = N + 5;  // padded rows: strides are honoured
+  const auto a = uniform(M * K, 1), b = uniform(K * ldb, 2);
+  auto c = uniform(M * ldc, 3);
+  const auto c0 = c;
+  const int64_t a_rs = trans_a ? 1 : K, a_cs = trans_a ? M : 1;
+  kc::gemm_f32(M, N, K, a.data(), a_rs, a_cs, b.data(), ldb, c.data(), ldc, accumulate);
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < ldc; ++n) {
+      if (n >= N) {  // padding must be untouched
+        ASSERT_EQ(c[m * ldc + n], c0[m * ldc + n]);
+        continue;
+      }
+      double ref = accumulate ? c0[m * ldc + n] : 0.0;
+      for (int64_t k = 0; k < K; ++k)
+        ref += static_cast<double>(a[m * a_rs + k * a_cs]) * b[k * ldb + n];
+      // fp32 accumulation of K products of magnitude <= 1: rounding error grows at most
+      // like K * 2^-24 * sum|a b| <= K^2 * 6e-8; 2e-6 * K is far above the typical error
+      // yet far below any indexing mistake (O(1)).
+      ASSERT_NEAR(c[m * ldc + n], ref, 2e-6 * (K + 1))
+          << "isa " << kc::isa_name(isa) << " M=" << M << " N=" << N << " K=" << K
+          << " m=" << m << " n=" << n;
+    }
+  }
+}
+
+}  // namespace
+
+TEST(GemmF32, MatchesFp64OnOddShapes) {
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
+      {1, 1, 1}, {7, 13, 5}, {6, 64, 128}, {13, 65, 300}, {50, 17, 129}, {5, 130, 3}, {3, 16, 0}};
+  for (kc::Isa isa : {kc::Isa::scalar, kc::detected_isa()})
+    for (auto [M, N, K] : shapes)
+      for (bool ta : {false, true})
+        for (bool acc : {false, true}) check_case(isa, M, N, K, ta, acc);
+}
