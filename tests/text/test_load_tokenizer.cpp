@@ -1,6 +1,8 @@
 // load_tokenizer dispatch and tokenizer.json validation on small synthetic files.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "common/shared_data.h"
@@ -99,6 +101,20 @@ TEST(LoadTokenizer, DispatchesLlama2c) {
   EXPECT_EQ(load_tokenizer(oal::test::shared_file("qwen-tokenizer"))->kind(), "hf-bpe");
 }
 
+// max_token_length 123 makes the file start with '{'; it must still load as llama2.c.
+TEST(LoadTokenizer, Llama2cFileStartingWithBrace) {
+  OAL_REQUIRE_SHARED_FILE("tok512.bin");
+  std::ifstream in(oal::test::shared_file("tok512.bin"), std::ios::binary);
+  std::string bytes(std::istreambuf_iterator<char>(in), {});
+  const int32_t max_len = 123;
+  std::memcpy(bytes.data(), &max_len, 4);
+  const auto dir = oal::test::make_temp_dir("load");
+  oal::test::write_file(dir / "tok.bin", bytes);
+  const auto tok = load_tokenizer(dir / "tok.bin");
+  EXPECT_EQ(tok->kind(), "llama2c");
+  EXPECT_EQ(tok->vocab_size(), 512);
+}
+
 TEST(LoadTokenizer, MissingPaths) {
   const auto dir = oal::test::make_temp_dir("load");
   expect_load_error(dir / "nope.json", "[load tokenizer]");
@@ -114,11 +130,11 @@ TEST(LoadTokenizer, MalformedTokenizerJson) {
     edit(j);
     expect_load_error(write_json(dir, j), needle);
   };
-  broken([](json& j) { j.erase("model"); }, "missing field 'model'");
+  broken([](json& j) { j.erase("model"); }, "tokenizer.json': tokenizer: missing field 'model'");
   broken([](json& j) { j["model"].erase("vocab"); }, "missing field 'vocab'");
   broken([](json& j) { j["model"].erase("merges"); }, "missing field 'merges'");
   broken([](json& j) { j["model"]["type"] = "WordPiece"; }, "unsupported model type 'WordPiece'");
-  broken([](json& j) { j["model"]["merges"].push_back("x zz"); }, "token 'xzz' is not in model.vocab");
+  broken([](json& j) { j["model"]["merges"].push_back("x zz"); }, "tokenizer.json': model.merges[5]: token 'xzz' is not in model.vocab");
   broken([](json& j) { j["model"]["merges"].push_back("abc"); }, "expected two tokens separated by one space");
   broken([](json& j) { j["model"]["vocab"].erase(bl(" ")); }, "no token for byte 0x20");
   broken([](json& j) { j["normalizer"] = {{"type", "Lowercase"}}; }, "unsupported normalizer 'Lowercase'");

@@ -183,6 +183,11 @@ HfBpeSpec parse_tokenizer_json(const std::filesystem::path& path) {
     parse_added_tokens(root, spec);
   } catch (const json::exception& e) {
     fail(k_op, "'{}': unexpected structure: {}", path.string(), e.what());
+  } catch (const Error& e) {
+    // Name the file too: "[tokenizer.json] 'path': model.merges[3] ...".
+    const std::string what = e.what();
+    const std::string prefix = fmt::format("[{}] ", k_op);
+    fail(k_op, "'{}': {}", path.string(), what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what);
   }
   parse_config(path, spec);
   return spec;

@@ -22,7 +22,14 @@ bool ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r
 }  // namespace
 
 std::unique_ptr<HfBpeTokenizer> HfBpeTokenizer::load(const std::filesystem::path& path) {
-  return std::make_unique<HfBpeTokenizer>(parse_tokenizer_json(path));
+  const HfBpeSpec spec = parse_tokenizer_json(path);
+  try {
+    return std::make_unique<HfBpeTokenizer>(spec);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    const std::string prefix = fmt::format("[{}] ", k_op);
+    fail(k_op, "'{}': {}", path.string(), what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what);
+  }
 }
 
 HfBpeTokenizer::HfBpeTokenizer(const HfBpeSpec& spec)
@@ -54,13 +61,12 @@ void HfBpeTokenizer::add_tokens(const HfBpeSpec& spec) {
     check(vocab_.emplace(tok, id).second, k_op, "model.vocab lists '{}' twice", tok);
     set(id, tok);
   }
-  for (uint8_t b = 0;; ++b) {
-    std::string ch = bytes_to_byte_level(std::string_view(reinterpret_cast<const char*>(&b), 1));
+  for (int b = 0; b < 256; ++b) {
+    const std::string ch = bytes_to_byte_level(std::string(1, static_cast<char>(b)));
     const auto it = vocab_.find(ch);
     check(it != vocab_.end(), k_op, "model.vocab has no token for byte 0x{:02X} ('{}'): not a byte-level vocabulary",
           b, ch);
     byte_ids_[b] = it->second;
-    if (b == 255) break;
   }
   added_ = spec.added_tokens;
   for (size_t i = 0; i < added_.size(); ++i) {

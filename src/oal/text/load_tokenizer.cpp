@@ -10,14 +10,21 @@ namespace oal::text {
 namespace {
 constexpr std::string_view k_op = "load tokenizer";
 
-// A tokenizer.json starts (after whitespace) with '{'; a llama2.c file with an int32.
+// A tokenizer.json starts with '{' and then '"' or '}' (after blanks). A llama2.c file
+// starts with int32 max_token_length, whose first byte can be '{' (123) but is then
+// followed by zero bytes.
 bool looks_like_json(const std::filesystem::path& path) {
   if (path.extension() == ".json") return true;
   std::ifstream in(path, std::ios::binary);
-  char c = 0;
-  while (in.get(c))
-    if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return c == '{';
-  return false;
+  auto next_non_blank = [&in] {
+    char c = 0;
+    while (in.get(c))
+      if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return c;
+    return '\0';
+  };
+  if (next_non_blank() != '{') return false;
+  const char second = next_non_blank();
+  return second == '"' || second == '}';
 }
 }  // namespace
 
