@@ -13,9 +13,21 @@
 namespace fs = std::filesystem;
 
 namespace {
+// Every test's files live under one per-process directory, removed at exit.
+const fs::path& temp_root() {
+  static const fs::path root =
+      fs::temp_directory_path() / ("oal_test_atomic_" + std::to_string(::getpid()));
+  static const struct Remover {
+    ~Remover() {
+      std::error_code ec;
+      fs::remove_all(root, ec);
+    }
+  } remover;
+  return root;
+}
+
 fs::path temp_dir() {
-  auto d = fs::temp_directory_path() / ("oal_test_atomic_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  auto d = temp_root() / ::testing::UnitTest::GetInstance()->current_test_info()->name();
   fs::create_directories(d);
   return d;
 }
