@@ -353,6 +353,7 @@ HdDecodeState::HdDecodeState(LayerKernels kernels, HdState state, HdOptions opti
     : kernels_(std::move(kernels)), batch_(state.batch()), options_(options),
       state_(std::move(state)) {
   kernels_.validate("hd_decode", state_->dim());
+  state_->S = state_->S.clone();  // extend() updates in place; the caller's state stays
 }
 
 at::Tensor HdDecodeState::extend(const at::Tensor& q, const at::Tensor& k,

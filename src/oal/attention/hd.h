@@ -118,7 +118,8 @@ at::Tensor hd_step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
                    const LayerKernels& kernels, HdState& state, const HdOptions& options = {});
 
 // DecodeState over hd_extend: constant size (state_bytes() = bytes of S once the first
-// tokens fixed Hkv, D, Dv; 0 before). Created empty or from a prefill's state.
+// tokens fixed Hkv, D, Dv; 0 before). Created empty or from a prefill's state (copied,
+// so the prefill's HdState is not modified by later extends).
 class HdDecodeState : public DecodeState {
  public:
   HdDecodeState(LayerKernels kernels, int64_t batch, HdOptions options = {});

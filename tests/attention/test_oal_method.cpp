@@ -1,0 +1,43 @@
+// QuadraticAttention: naming, forward == references, decode == forward.
+#include <gtest/gtest.h>
+
+#include <c10/core/GradMode.h>
+
+#include "oal/attention/hd.h"
+#include "oal/attention/oal_method.h"
+#include "test_util.h"
+
+namespace oal::attn {
+namespace {
+
+using oal::test::randn;
+using oal::test::rel_err;
+
+TEST(QuadraticAttention, NameForwardAndDecode) {
+  auto kernels = oal::test::random_kernels(6, 8, 3, 3);
+  auto oal = QuadraticAttention::from_kernels(kernels, {.chunk = 8});
+  EXPECT_EQ(oal.name(), "oal");
+  std::vector<QuadraticKernel> glob;
+  for (int i = 0; i < 6; ++i) glob.push_back(QuadraticKernel::taylor(QuadraticKernel::single_group(8)));
+  EXPECT_EQ(QuadraticAttention::from_kernels(glob).name(), "global");
+  EXPECT_TRUE(QuadraticAttention::from_kernels(glob, {}, /*trainable=*/false).parameters().empty());
+
+  auto q = randn({2, 6, 21, 8}, 4), k = randn({2, 3, 21, 8}, 5), v = randn({2, 3, 21, 8}, 6);
+  c10::NoGradGuard no_grad;
+  auto y = oal.forward(q, k, v);
+  EXPECT_LT(rel_err(y, hd_pairwise(q, k, v, LayerKernels::from(kernels))), 1e-11);
+  auto st = oal.new_state(2);
+  std::vector<at::Tensor> parts{st->extend(q.narrow(2, 0, 10), k.narrow(2, 0, 10), v.narrow(2, 0, 10))};
+  for (int64_t t = 10; t < 21; ++t)
+    parts.push_back(st->step(q.select(2, t), k.select(2, t), v.select(2, t)).unsqueeze(2));
+  EXPECT_LT(rel_err(at::cat(parts, 2), y), 1e-11);
+  EXPECT_EQ(st->tokens(), 21);
+  EXPECT_EQ(st->state_bytes(), 2 * 3 * hd_feature_dim(8) * 9 * 8);
+  // kernels survive the trip into the method and back
+  auto back = oal.to_kernels();
+  for (size_t h = 0; h < kernels.size(); ++h)
+    EXPECT_EQ(back[h].packed_lower(), kernels[h].packed_lower());
+}
+
+}  // namespace
+}  // namespace oal::attn
