@@ -1,0 +1,16 @@
+#pragma once
+// Where the tokenizer of a checkpoint lives, the way users of llama.cpp / transformers
+// expect: an HF model directory (or a file inside it) uses its tokenizer.json; a
+// llama2.c checkpoint uses tok512.bin or tokenizer.bin in the same directory.
+#include <filesystem>
+#include <string>
+
+namespace oal::model {
+
+// `explicit_path` non-empty → returned as is (it must exist). Otherwise looks beside
+// `model_path` as above. Throws oal::Error("[tokenizer] ...") naming the places
+// searched and suggesting --tokenizer when none exists.
+std::filesystem::path find_tokenizer(const std::filesystem::path& model_path,
+                                     const std::filesystem::path& explicit_path = {});
+
+}  // namespace oal::model

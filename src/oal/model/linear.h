@@ -1,0 +1,31 @@
+#pragma once
+// One projection of the transformer (q/k/v/o, gate/up/down, lm_head): y = x Wᵀ + b,
+// plus an optional additive adapter (the hook LoRA uses: y += delta(x)).
+// Kept as plain tensors so that callers can replace, wrap or train them.
+#include <ATen/ATen.h>
+
+#include <memory>
+
+namespace oal::model {
+
+// Something added to a projection's output, e.g. a LoRA update B(A x)·scale.
+class LinearDelta {
+ public:
+  virtual ~LinearDelta() = default;
+  // x [..., in] fp32 -> [..., out] fp32.
+  virtual at::Tensor apply(const at::Tensor& x) const = 0;
+};
+
+struct Linear {
+  at::Tensor weight;  // [out, in]; fp32, or the checkpoint dtype when weights are kept narrow
+  at::Tensor bias;    // [out] fp32, or undefined
+  std::shared_ptr<LinearDelta> delta;  // optional adapter, null by default
+
+  int64_t in_features() const { return weight.size(1); }
+  int64_t out_features() const { return weight.size(0); }
+  // x [..., in] fp32 -> [..., out] fp32 (one GEMM; a narrow weight is widened to fp32
+  // first, which is exact for bf16/fp16).
+  at::Tensor forward(const at::Tensor& x) const;
+};
+
+}  // namespace oal::model

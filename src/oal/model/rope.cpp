@@ -1,0 +1,69 @@
+#include "oal/model/rope.h"
+
+#include <cmath>
+
+#include "oal/core/error.h"
+#include "oal/core/tensor_checks.h"
+
+namespace oal::model {
+
+at::Tensor llama3_scaled_inv_freq(const at::Tensor& inv_freq, const RopeScaling& s) {
+  check(s.factor > 0 && s.low_freq_factor > 0 && s.high_freq_factor > s.low_freq_factor &&
+            s.original_max_position_embeddings > 0,
+        "rope", "llama3 rope_scaling: expected factor > 0, 0 < low_freq_factor < "
+        "high_freq_factor, original_max_position_embeddings > 0 (got {}, {}, {}, {})",
+        s.factor, s.low_freq_factor, s.high_freq_factor, s.original_max_position_embeddings);
+  const double old_len = static_cast<double>(s.original_max_position_embeddings);
+  const double low_wavelen = old_len / s.low_freq_factor;
+  const double high_wavelen = old_len / s.high_freq_factor;
+  at::Tensor wavelen = (2.0 * M_PI) / inv_freq;
+  at::Tensor smooth = (old_len / wavelen - s.low_freq_factor) /
+                      (s.high_freq_factor - s.low_freq_factor);
+  at::Tensor medium = (1.0 - smooth) * inv_freq / s.factor + smooth * inv_freq;
+  at::Tensor out = at::where(wavelen > low_wavelen, inv_freq / s.factor, inv_freq);
+  at::Tensor is_medium = (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
+  return at::where(is_medium, medium, out);
+}
+
+Rope::Rope(int64_t head_dim, double theta, RopeStyle style, std::optional<RopeScaling> scaling)
+    : head_dim_(head_dim), style_(style) {
+  check(head_dim > 0 && head_dim % 2 == 0, "rope", "head_dim must be positive and even, got {}",
+        head_dim);
+  check(theta > 0 && std::isfinite(theta), "rope", "rope_theta must be positive, got {}", theta);
+  at::Tensor i = at::arange(head_dim / 2, at::kDouble);
+  inv_freq_ = at::pow(theta, -2.0 * i / static_cast<double>(head_dim));
+  if (scaling) inv_freq_ = llama3_scaled_inv_freq(inv_freq_, *scaling);
+}
+
+Rope::Rope(const ModelConfig& c)
+    : Rope(c.head_dim, c.rope_theta, c.rope_style, c.rope_scaling) {}
+
+std::pair<at::Tensor, at::Tensor> Rope::tables(int64_t offset, int64_t length) const {
+  check(offset >= 0 && length >= 0, "rope", "positions must be non-negative (offset {}, length {})",
+        offset, length);
+  at::Tensor pos = at::arange(offset, offset + length, at::kDouble);
+  at::Tensor angle = pos.unsqueeze(1) * inv_freq_.unsqueeze(0);  // [T, D/2]
+  return {angle.cos(), angle.sin()};
+}
+
+at::Tensor Rope::apply(const at::Tensor& x, int64_t offset) const {
+  check_dim(x, 4, "rope", "x");
+  check_floating(x, "rope", "x");
+  check(x.size(3) == head_dim_, "rope", "x: expected last dimension {} (head_dim), got shape {}",
+        head_dim_, shape_str(x));
+  auto [c64, s64] = tables(offset, x.size(2));
+  at::Tensor c = c64.to(x.scalar_type());  // [T, D/2], broadcasts over [B, H]
+  at::Tensor s = s64.to(x.scalar_type());
+  const int64_t half = head_dim_ / 2;
+  if (style_ == RopeStyle::half) {
+    at::Tensor x1 = x.narrow(3, 0, half);
+    at::Tensor x2 = x.narrow(3, half, half);
+    return at::cat({x1 * c - x2 * s, x2 * c + x1 * s}, 3);
+  }
+  at::Tensor pairs = x.reshape({x.size(0), x.size(1), x.size(2), half, 2});
+  at::Tensor x0 = pairs.select(4, 0);
+  at::Tensor x1 = pairs.select(4, 1);
+  return at::stack({x0 * c - x1 * s, x0 * s + x1 * c}, 4).reshape(x.sizes());
+}
+
+}  // namespace oal::model

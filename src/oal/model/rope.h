@@ -1,0 +1,50 @@
+#pragma once
+// Rotary position embeddings (RoPE) for both pairings of a head's dimensions:
+//   half     (Hugging Face rotate_half): dimension i pairs with i + D/2, i < D/2;
+//   adjacent (llama2.c run.c):          dimension 2i pairs with 2i + 1.
+// Pair i rotates by angle  p * f_i  at position p, with f_i = theta^(-2i/D), optionally
+// rescaled by Llama-3 rope_scaling (see scaled_inv_freq). Angles are formed in fp64 and
+// their cos/sin rounded once to the input dtype, so long positions lose no precision.
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "oal/model/config.h"
+
+namespace oal::model {
+
+// Llama-3 frequency rule (rope_type "llama3"), per pair frequency f with wavelength
+// w = 2π/f, L = original_max_position_embeddings:
+//   w < L / high_freq_factor  → f unchanged (high frequencies);
+//   w > L / low_freq_factor   → f / factor (low frequencies);
+//   otherwise smooth = (L / w − low) / (high − low), f' = (1 − smooth) f / factor + smooth f.
+// inv_freq: [D/2] fp64 → [D/2] fp64.
+at::Tensor llama3_scaled_inv_freq(const at::Tensor& inv_freq, const RopeScaling& s);
+
+class Rope {
+ public:
+  // head_dim must be even; theta > 0.
+  Rope(int64_t head_dim, double theta, RopeStyle style,
+       std::optional<RopeScaling> scaling = std::nullopt);
+  explicit Rope(const ModelConfig& config);
+
+  // Frequencies f_i after scaling: [D/2] fp64.
+  const at::Tensor& inv_freq() const { return inv_freq_; }
+  RopeStyle style() const { return style_; }
+  int64_t head_dim() const { return head_dim_; }
+
+  // cos and sin of the angles for positions offset .. offset+T-1: each [T, D/2] fp64.
+  std::pair<at::Tensor, at::Tensor> tables(int64_t offset, int64_t length) const;
+
+  // Rotates x [B, H, T, D] (any float dtype) whose token t sits at position offset + t.
+  // Returns a new tensor of x's dtype; differentiable with respect to x.
+  at::Tensor apply(const at::Tensor& x, int64_t offset) const;
+
+ private:
+  int64_t head_dim_;
+  RopeStyle style_;
+  at::Tensor inv_freq_;
+};
+
+}  // namespace oal::model

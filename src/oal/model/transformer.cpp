@@ -1,0 +1,200 @@
+#include "oal/model/transformer.h"
+
+#include "oal/attention/softmax_method.h"
+#include "oal/core/error.h"
+#include "oal/core/tensor_checks.h"
+
+namespace oal::model {
+namespace {
+
+constexpr const char* k_op = "transformer";
+
+void check_config(const ModelConfig& c) {
+  check(c.hidden_size > 0 && c.intermediate_size > 0 && c.num_layers > 0 && c.num_heads > 0 &&
+            c.num_kv_heads > 0 && c.head_dim > 0 && c.vocab_size > 0,
+        k_op, "config: expected positive hidden_size, intermediate_size, num_layers, heads, "
+        "head_dim and vocab_size");
+  check(c.num_heads % c.num_kv_heads == 0, k_op,
+        "config: num_heads {} must be a multiple of num_key_value_heads {}", c.num_heads,
+        c.num_kv_heads);
+  check(c.rms_norm_eps > 0, k_op, "config: rms_norm_eps must be positive, got {}", c.rms_norm_eps);
+}
+
+// Finds `name` with exactly `shape`; converts to fp32 unless `keep` (then only checks
+// that the dtype is floating).
+at::Tensor take(const ModelWeights& w, const std::string& name, std::vector<int64_t> shape,
+                bool keep) {
+  auto it = w.tensors.find(name);
+  check(it != w.tensors.end(), k_op, "missing tensor '{}' (expected shape {})", name,
+        fmt::join(shape, "x"));
+  const at::Tensor& t = it->second;
+  check(t.sizes().vec() == shape, k_op, "tensor '{}': expected shape [{}], got {}", name,
+        fmt::join(shape, ", "), shape_str(t));
+  check_floating(t, k_op, name);
+  if (keep && t.scalar_type() != at::kDouble) return t;
+  return t.to(at::kFloat).contiguous();
+}
+
+Linear take_linear(const ModelWeights& w, const std::string& prefix, int64_t out, int64_t in,
+                   bool with_bias, bool keep) {
+  Linear l;
+  l.weight = take(w, prefix + ".weight", {out, in}, keep);
+  if (with_bias) l.bias = take(w, prefix + ".bias", {out}, false);
+  return l;
+}
+
+}  // namespace
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  at::Tensor var = x.pow(2).mean(-1, /*keepdim=*/true);
+  return x * at::rsqrt(var + eps) * weight;
+}
+
+Transformer::Transformer(const ModelWeights& w, TransformerOptions options)
+    : config_(w.config), options_(options), rope_((check_config(w.config), w.config)) {
+  const ModelConfig& c = config_;
+  const bool keep = options.keep_weight_dtype;
+  const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
+  embed_ = take(w, "model.embed_tokens.weight", {c.vocab_size, H}, keep);
+  final_norm_ = take(w, "model.norm.weight", {H}, false);
+  if (c.tie_word_embeddings) {
+    lm_head_.weight = embed_;
+  } else {
+    lm_head_ = take_linear(w, "lm_head", c.vocab_size, H, false, keep);
+  }
+  auto softmax = std::make_shared<attn::SoftmaxAttention>();
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    TransformerLayer L;
+    L.attn_norm = take(w, p + "input_layernorm.weight", {H}, false);
+    L.mlp_norm = take(w, p + "post_attention_layernorm.weight", {H}, false);
+    L.q_proj = take_linear(w, p + "self_attn.q_proj", c.num_heads * D, H, c.attention_bias, keep);
+    L.k_proj = take_linear(w, p + "self_attn.k_proj", c.num_kv_heads * D, H, c.attention_bias, keep);
+    L.v_proj = take_linear(w, p + "self_attn.v_proj", c.num_kv_heads * D, H, c.attention_bias, keep);
+    L.o_proj = take_linear(w, p + "self_attn.o_proj", H, c.num_heads * D, false, keep);
+    L.gate_proj = take_linear(w, p + "mlp.gate_proj", I, H, false, keep);
+    L.up_proj = take_linear(w, p + "mlp.up_proj", I, H, false, keep);
+    L.down_proj = take_linear(w, p + "mlp.down_proj", H, I, false, keep);
+    L.attention = softmax;
+    layers_.push_back(std::move(L));
+  }
+}
+
+int64_t Transformer::num_parameters() const {
+  int64_t n = embed_.numel() + final_norm_.numel();
+  if (!config_.tie_word_embeddings) n += lm_head_.weight.numel();
+  for (const auto& L : layers_) {
+    n += L.attn_norm.numel() + L.mlp_norm.numel();
+    for (const Linear* l : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj,
+                            &L.up_proj, &L.down_proj})
+      n += l->weight.numel() + (l->bias.defined() ? l->bias.numel() : 0);
+  }
+  return n;
+}
+
+int64_t Transformer::weight_bytes() const {
+  auto bytes = [](const at::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : 0; };
+  int64_t n = bytes(embed_) + bytes(final_norm_);
+  if (!config_.tie_word_embeddings) n += bytes(lm_head_.weight);
+  for (const auto& L : layers_) {
+    n += bytes(L.attn_norm) + bytes(L.mlp_norm);
+    for (const Linear* l : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj,
+                            &L.up_proj, &L.down_proj})
+      n += bytes(l->weight) + bytes(l->bias);
+  }
+  return n;
+}
+
+TransformerLayer& Transformer::layer(int64_t i) {
+  check(i >= 0 && i < num_layers(), k_op, "layer {} out of range; expected 0..{}", i,
+        num_layers() - 1);
+  return layers_[i];
+}
+
+const TransformerLayer& Transformer::layer(int64_t i) const {
+  return const_cast<Transformer*>(this)->layer(i);
+}
+
+void Transformer::set_attention(int64_t i, std::shared_ptr<attn::AttentionMethod> method) {
+  check(method != nullptr, k_op, "set_attention: layer {}: expected a method, got null", i);
+  layer(i).attention = std::move(method);
+}
+
+const attn::AttentionMethod& Transformer::attention(int64_t i) const { return *layer(i).attention; }
+
+at::Tensor Transformer::embed(const at::Tensor& tokens, int64_t offset) const {
+  check_dim(tokens, 2, k_op, "tokens");
+  check(tokens.scalar_type() == at::kLong, k_op, "tokens: expected int64, got {}",
+        c10::toString(tokens.scalar_type()));
+  check(tokens.size(1) > 0, k_op, "tokens: expected at least one token per row, got shape {}",
+        shape_str(tokens));
+  if (tokens.numel() > 0) {
+    const int64_t lo = tokens.min().item<int64_t>(), hi = tokens.max().item<int64_t>();
+    check(lo >= 0 && hi < config_.vocab_size, k_op,
+          "token ids must lie in [0, {}), got range [{}, {}]", config_.vocab_size, lo, hi);
+  }
+  const int64_t end = offset + tokens.size(1);
+  check(config_.max_position_embeddings <= 0 || end <= config_.max_position_embeddings, k_op,
+        "positions {}..{} exceed max_position_embeddings {}", offset, end - 1,
+        config_.max_position_embeddings);
+  at::Tensor x = at::index_select(embed_, 0, tokens.reshape({-1}));
+  return x.to(at::kFloat).reshape({tokens.size(0), tokens.size(1), config_.hidden_size});
+}
+
+at::Tensor Transformer::layer_forward(int64_t i, const at::Tensor& x, int64_t offset,
+                                      attn::DecodeState* state,
+                                      ForwardObserver* observer) const {
+  const TransformerLayer& L = layers_[i];
+  const ModelConfig& c = config_;
+  const int64_t B = x.size(0), T = x.size(1), D = c.head_dim;
+  at::Tensor h = rms_norm(x, L.attn_norm, c.rms_norm_eps);
+  // [B, T, H*D] -> [B, H, T, D]
+  auto heads = [&](const at::Tensor& t, int64_t n) {
+    return t.view({B, T, n, D}).transpose(1, 2);
+  };
+  at::Tensor q = rope_.apply(heads(L.q_proj.forward(h), c.num_heads), offset);
+  at::Tensor k = rope_.apply(heads(L.k_proj.forward(h), c.num_kv_heads), offset);
+  at::Tensor v = heads(L.v_proj.forward(h), c.num_kv_heads).contiguous();
+  at::Tensor y = state ? state->extend(q, k, v) : L.attention->forward(q, k, v);
+  const bool report = observer && observer->wants(i);
+  if (report) observer->attention(i, q, k, v, y);
+  at::Tensor out = x + L.o_proj.forward(y.transpose(1, 2).reshape({B, T, c.num_heads * D}));
+  h = rms_norm(out, L.mlp_norm, c.rms_norm_eps);
+  out = out + L.down_proj.forward(at::silu(L.gate_proj.forward(h)) * L.up_proj.forward(h));
+  if (report) observer->layer_output(i, out);
+  return out;
+}
+
+at::Tensor Transformer::hidden_states(const at::Tensor& tokens, ForwardObserver* observer) const {
+  at::Tensor x = embed(tokens, 0);
+  for (int64_t i = 0; i < num_layers(); ++i) x = layer_forward(i, x, 0, nullptr, observer);
+  return rms_norm(x, final_norm_, config_.rms_norm_eps);
+}
+
+at::Tensor Transformer::forward(const at::Tensor& tokens, ForwardObserver* observer) const {
+  return logits(hidden_states(tokens, observer));
+}
+
+std::vector<std::unique_ptr<attn::DecodeState>> Transformer::new_states(int64_t batch) const {
+  check(batch > 0, k_op, "new_states: batch must be positive, got {}", batch);
+  std::vector<std::unique_ptr<attn::DecodeState>> states;
+  for (const auto& L : layers_) states.push_back(L.attention->new_state(batch));
+  return states;
+}
+
+at::Tensor Transformer::extend_hidden(const at::Tensor& tokens,
+                                      std::vector<std::unique_ptr<attn::DecodeState>>& states) const {
+  check(static_cast<int64_t>(states.size()) == num_layers(), k_op,
+        "extend: expected {} layer states, got {}", num_layers(), states.size());
+  const int64_t offset = states[0]->tokens();
+  at::Tensor x = embed(tokens, offset);
+  for (int64_t i = 0; i < num_layers(); ++i) {
+    check(states[i]->tokens() == offset, k_op,
+          "extend: layer {} state holds {} tokens, layer 0 holds {}", i, states[i]->tokens(),
+          offset);
+    x = layer_forward(i, x, offset, states[i].get(), nullptr);
+  }
+  return rms_norm(x, final_norm_, config_.rms_norm_eps);
+}
+
+}  // namespace oal::model

@@ -1,0 +1,123 @@
+#pragma once
+// Decoder-only Llama / Qwen2 transformer built from a loaded checkpoint (ModelWeights):
+//
+//   x = embed[tokens]
+//   per layer:  h = RMSNorm(x);  q, k, v = h Wqᵀ(+bq), h Wkᵀ(+bk), h Wvᵀ(+bv)
+//               q, k = RoPE(q, k);  y = attention(q, k, v)  (the layer's AttentionMethod)
+//               x = x + y Woᵀ;  h = RMSNorm(x);  x = x + W_down(silu(W_gate h) ⊙ W_up h)
+//   logits = RMSNorm(x) W_lmᵀ   (W_lm = embed when embeddings are tied)
+//
+// Computation is fp32 whatever the checkpoint dtype (fp32, bf16, fp16). Every projection
+// is one GEMM over all B·T tokens (at::linear). The forward itself does not disable
+// autograd, so a caller that makes parameters trainable (LoRA, kernel coefficients) can
+// backpropagate through it; inference entry points (generate, perplexity, capture) use
+// at::NoGradGuard.
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "oal/attention/method.h"
+#include "oal/model/config.h"
+#include "oal/model/linear.h"
+#include "oal/model/rope.h"
+#include "oal/model/weights.h"
+
+namespace oal::model {
+
+struct TransformerOptions {
+  // false: widen every weight to fp32 once at construction (fastest; 4 bytes/param).
+  // true: keep bf16/fp16 weights as loaded (2 bytes/param, e.g. ~1 GB for a 0.5B model)
+  // and widen each one to fp32 just before its GEMM (exact, slower).
+  bool keep_weight_dtype = false;
+};
+
+// Weights of one decoder layer (HF names in comments).
+struct TransformerLayer {
+  at::Tensor attn_norm;  // input_layernorm.weight [hidden] fp32
+  at::Tensor mlp_norm;   // post_attention_layernorm.weight [hidden] fp32
+  Linear q_proj;         // self_attn.q_proj [Hq*D, hidden] (+bias [Hq*D] for Qwen2)
+  Linear k_proj;         // self_attn.k_proj [Hkv*D, hidden] (+bias)
+  Linear v_proj;         // self_attn.v_proj [Hkv*D, hidden] (+bias)
+  Linear o_proj;         // self_attn.o_proj [hidden, Hq*D]
+  Linear gate_proj;      // mlp.gate_proj [intermediate, hidden]
+  Linear up_proj;        // mlp.up_proj [intermediate, hidden]
+  Linear down_proj;      // mlp.down_proj [hidden, intermediate]
+  std::shared_ptr<attn::AttentionMethod> attention;  // SoftmaxAttention by default
+};
+
+// Receives intermediate tensors of chosen layers during a forward (capture, analysis).
+// Tensors are fp32 and may be views; copy what you keep beyond the call.
+class ForwardObserver {
+ public:
+  virtual ~ForwardObserver() = default;
+  // Whether the forward should report layer `layer` at all.
+  virtual bool wants(int64_t layer) const = 0;
+  // q [B, Hq, T, D] and k [B, Hkv, T, D] post-RoPE, v [B, Hkv, T, D], the attention
+  // output per head before W_o: head_out [B, Hq, T, D].
+  virtual void attention(int64_t layer, const at::Tensor& q, const at::Tensor& k,
+                         const at::Tensor& v, const at::Tensor& head_out) {}
+  // Residual stream after the whole layer (attention and MLP): [B, T, hidden].
+  virtual void layer_output(int64_t layer, const at::Tensor& x) {}
+};
+
+class Transformer {
+ public:
+  // Validates that every expected tensor exists with the shape the config implies
+  // (oal::Error "[transformer] ..." naming the tensor otherwise) and converts weights.
+  explicit Transformer(const ModelWeights& weights, TransformerOptions options = {});
+
+  const ModelConfig& config() const { return config_; }
+  const Rope& rope() const { return rope_; }
+  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+  // Parameter count and bytes held by the weights as stored now.
+  int64_t num_parameters() const;
+  int64_t weight_bytes() const;
+
+  // Per-layer weights, mutable so that adapters can be attached (Linear::delta).
+  TransformerLayer& layer(int64_t i);
+  const TransformerLayer& layer(int64_t i) const;
+  const at::Tensor& embed_tokens() const { return embed_; }  // [V, hidden]
+  const Linear& lm_head() const { return lm_head_; }         // [V, hidden], tied → embed
+
+  // Replaces layer `layer`'s attention (e.g. by an OAL method); method must be non-null.
+  void set_attention(int64_t layer, std::shared_ptr<attn::AttentionMethod> method);
+  const attn::AttentionMethod& attention(int64_t layer) const;
+
+  // tokens [B, T] int64 (values in [0, vocab)) → logits [B, T, V] fp32, causal over each
+  // row, positions 0..T-1.
+  at::Tensor forward(const at::Tensor& tokens, ForwardObserver* observer = nullptr) const;
+
+  // Final-normed hidden states [B, T, hidden] fp32 (forward without the lm_head), so
+  // that callers can apply the lm_head to a few positions at a time.
+  at::Tensor hidden_states(const at::Tensor& tokens, ForwardObserver* observer = nullptr) const;
+  // h [..., hidden] fp32 → logits [..., V] fp32.
+  at::Tensor logits(const at::Tensor& h) const { return lm_head_.forward(h); }
+
+  // Streaming: one DecodeState per layer from its method's new_state(batch).
+  std::vector<std::unique_ptr<attn::DecodeState>> new_states(int64_t batch) const;
+  // tokens [B, T] that follow the states' n absorbed tokens (positions n..n+T-1) →
+  // final-normed hidden states [B, T, hidden]; the states absorb the tokens.
+  at::Tensor extend_hidden(const at::Tensor& tokens,
+                           std::vector<std::unique_ptr<attn::DecodeState>>& states) const;
+
+ private:
+  // One decoder layer on x [B, T, hidden]; `state` null → whole-sequence attention.
+  at::Tensor layer_forward(int64_t i, const at::Tensor& x, int64_t offset,
+                           attn::DecodeState* state, ForwardObserver* observer) const;
+  at::Tensor embed(const at::Tensor& tokens, int64_t offset) const;
+
+  ModelConfig config_;
+  TransformerOptions options_;
+  Rope rope_;
+  at::Tensor embed_;     // [V, hidden]
+  at::Tensor final_norm_;  // [hidden] fp32
+  Linear lm_head_;
+  std::vector<TransformerLayer> layers_;
+};
+
+// RMSNorm as in HF Llama: x / sqrt(mean(x², -1) + eps) * weight; x [..., H] fp32.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+}  // namespace oal::model
