@@ -1,0 +1,104 @@
+#include "oal/calib/problems.h"
+
+#include <cmath>
+
+#include "oal/attention/feature_linear.h"
+#include "oal/attention/oal_method.h"
+#include "oal/core/error.h"
+
+namespace oal::calib {
+namespace {
+
+at::Tensor leaf(const at::Tensor& t) {
+  at::Tensor x = t.detach().to(at::kFloat).clone();
+  x.set_requires_grad(true);
+  return x;
+}
+
+// Normalised causal attention from kernel rows: w [B, H, P, T] at `positions`,
+// v [B, 1, T, Dv] -> [B, H, P, Dv].
+at::Tensor normalise_rows(const at::Tensor& w, const at::Tensor& v,
+                          const std::vector<int64_t>& positions) {
+  const int64_t T = w.size(-1);
+  at::Tensor pos = at::tensor(positions, at::kLong).unsqueeze(1);
+  at::Tensor mask = (at::arange(T, at::kLong).unsqueeze(0) <= pos).to(w.scalar_type());
+  at::Tensor wm = w * mask;
+  at::Tensor den = wm.sum(-1, true);
+  check((den > 0).all().item<bool>(), "fit", "a kernel denominator is not positive");
+  return at::matmul(wm, v.to(w.scalar_type())) / den;
+}
+
+FitProblem feature_problem(std::shared_ptr<attn::FeatureMapMethod> m) {
+  FitProblem p;
+  p.params = m->parameters();
+  p.outputs_at = [m](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const std::vector<int64_t>& pos) { return m->forward_at(q, k, v, pos); };
+  p.outputs = [m](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+    return m->forward(q, k, v);
+  };
+  return p;
+}
+
+}  // namespace
+
+at::Tensor quadratic_weights(const at::Tensor& q_rows, const at::Tensor& k,
+                             const at::Tensor& group_onehot, const at::Tensor& L, double eps) {
+  const auto dt = q_rows.scalar_type();
+  const double inv = 1.0 / std::sqrt(double(q_rows.size(-1)));
+  // x_r = q_r k_r / sqrt(D) for every (row, key) pair, summed per group.
+  at::Tensor x = q_rows.unsqueeze(-2) * k.unsqueeze(-3) * inv;        // [B, 1, P, T, D]
+  at::Tensor s = at::matmul(x, group_onehot.to(dt));                  // [B, 1, P, T, G]
+  at::Tensor sbar = at::cat({at::ones_like(s.narrow(-1, 0, 1)), s}, -1);
+  at::Tensor z = at::matmul(sbar, at::tril(L).to(dt));                // (Lᵀ s̄)ᵀ
+  return eps + z.pow(2).sum(-1);
+}
+
+attn::QuadraticKernel QuadraticProblem::kernel_from(const std::vector<at::Tensor>& values) const {
+  return attn::QuadraticKernel::from_lower(groups, at::tril(values.at(0).to(at::kDouble)), eps);
+}
+
+QuadraticProblem quadratic_problem(const attn::QuadraticKernel& init) {
+  QuadraticProblem qp;
+  qp.groups = init.groups();
+  qp.eps = init.eps();
+  const int64_t D = init.dim(), G = init.num_groups();
+  at::Tensor onehot = at::zeros({D, G}, at::kFloat);
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t r : qp.groups[g]) onehot[r][g] = 1.0f;
+  at::Tensor L = leaf(init.lower());
+  const double eps = qp.eps;
+  auto groups = qp.groups;
+  qp.problem.params = {L};
+  qp.problem.outputs_at = [=](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                              const std::vector<int64_t>& pos) {
+    at::Tensor rows = q.index_select(2, at::tensor(pos, at::kLong));
+    return normalise_rows(quadratic_weights(rows, k, onehot, L, eps), v, pos);
+  };
+  qp.problem.outputs = [=](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+    at::NoGradGuard g;
+    auto kernel = attn::QuadraticKernel::from_lower(groups, at::tril(L.detach().to(at::kDouble)), eps);
+    attn::QuadraticAttention m = attn::QuadraticAttention::from_kernels({kernel}, {}, false);
+    return m.forward(q, k, v);
+  };
+  return qp;
+}
+
+FitProblem taylorshift_problem(double tau0, int64_t head_dim) {
+  auto m = std::make_shared<attn::TaylorShiftAttention>(leaf(at::full({1}, tau0)), 1, head_dim);
+  return feature_problem(m);
+}
+
+FitProblem dijiang_problem(const at::Tensor& projection, const at::Tensor& theta0) {
+  auto m = std::make_shared<attn::DiJiangAttention>(projection, leaf(theta0.reshape({1, -1})), 1);
+  return feature_problem(m);
+}
+
+FitProblem spectraformer_problem(const attn::SpectraFormerAttention& init) {
+  auto sd = init.state_dict();
+  auto m = std::make_shared<attn::SpectraFormerAttention>(
+      leaf(sd.at("B")), leaf(sd.at("G")), leaf(sd.at("S")), sd.at("perm"), init.q_heads(),
+      init.kv_heads());
+  return feature_problem(m);
+}
+
+}  // namespace oal::calib

@@ -1,0 +1,129 @@
+#include "oal/calib/run_dir.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "oal/attention/feature_method.h"
+#include "oal/calib/method_factory.h"
+#include "oal/core/error.h"
+#include "oal/io/atomic_file.h"
+#include "oal/io/safetensors.h"
+
+namespace oal::calib {
+namespace {
+
+constexpr std::string_view k_op = "calibration_run";
+namespace fs = std::filesystem;
+
+}  // namespace
+
+nlohmann::json reports_json(const std::vector<FitReport>& reports) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& r : reports)
+    a.push_back({{"method", r.method}, {"init", r.init}, {"layer", r.layer}, {"head", r.head},
+                 {"initial_val_mse", r.initial_val}, {"best_val_mse", r.best_val},
+                 {"best_update", r.best_update}, {"updates", r.updates}, {"selected", r.selected}});
+  return a;
+}
+
+void write_run(const fs::path& dir, const CalibrationResult& result,
+               const CalibrationOptions& options, const RunInfo& info) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  check(!ec && fs::is_directory(dir), k_op, "cannot create directory {}: {}", dir.string(),
+        ec.message());
+  nlohmann::json j;
+  j["format"] = "oal-calibration";
+  j["version"] = 1;
+  j["model"] = info.model;
+  j["text"] = info.text;
+  j["ctx"] = info.ctx;
+  j["seed"] = options.seed;
+  j["methods"] = options.methods;
+  j["split"] = {{"train", info.split.train}, {"val", info.split.val}, {"eval", info.split.eval}};
+  j["fit"] = {{"lr", options.fit.lr},           {"clip", options.fit.clip},
+              {"positions", options.fit.positions}, {"max_updates", options.fit.max_updates},
+              {"val_every", options.fit.val_every}, {"patience", options.fit.patience},
+              {"perturb_sigma", options.perturb_sigma}};
+  std::map<std::string, at::Tensor> tensors;
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& lm : result.layers) {
+    nlohmann::json lj{{"layer", lm.layer}};
+    for (const auto& [name, m] : lm.methods) {
+      if (auto* fm = dynamic_cast<const attn::FeatureMapMethod*>(m.get())) {
+        lj["q_heads"] = fm->q_heads();
+        lj["kv_heads"] = fm->kv_heads();
+        lj["head_dim"] = fm->head_dim();
+        for (const auto& [p, t] : fm->state_dict())
+          tensors[fmt::format("{}.layers.{}.{}", name, lm.layer, p)] = t.contiguous();
+      }
+    }
+    layers.push_back(lj);
+  }
+  j["layers"] = layers;
+  j["fits"] = reports_json(result.reports);
+  if (!result.oal.layers.empty()) attn::write_kernels(dir / "kernels-oal.json", result.oal);
+  if (!result.global.layers.empty()) attn::write_kernels(dir / "kernels-global.json", result.global);
+  if (!tensors.empty()) io::write_safetensors(dir / "baselines.safetensors", tensors);
+  io::write_file_atomic(dir / "calibration.json", j.dump(2) + "\n");
+}
+
+LoadedRun read_run(const fs::path& dir) {
+  const fs::path cj = dir / "calibration.json";
+  check(fs::exists(cj), k_op, "{}: no calibration.json (run `oal calibrate` first)", dir.string());
+  std::ifstream in(cj);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    fail(k_op, "{}: not valid JSON: {}", cj.string(), e.what());
+  }
+  check(j.value("format", "") == "oal-calibration" && j.value("version", 0) == 1, k_op,
+        "{}: expected format oal-calibration version 1", cj.string());
+  LoadedRun run;
+  run.meta = j;
+  run.methods = j.at("methods").get<std::vector<std::string>>();
+  const uint64_t seed = j.at("seed").get<uint64_t>();
+  auto want = [&](const char* m) {
+    return std::find(run.methods.begin(), run.methods.end(), m) != run.methods.end();
+  };
+  attn::ModelKernels oal, global;
+  if (want("oal")) oal = attn::read_kernels(dir / "kernels-oal.json");
+  if (want("global")) global = attn::read_kernels(dir / "kernels-global.json");
+  io::SafetensorsFile st;
+  const fs::path sp = dir / "baselines.safetensors";
+  if (fs::exists(sp)) st = io::read_safetensors(sp);
+  for (const auto& lj : j.at("layers")) {
+    LayerMethods lm;
+    lm.layer = lj.at("layer").get<int64_t>();
+    for (const auto& name : run.methods) {
+      const attn::ModelKernels* k = name == "oal" ? &oal : name == "global" ? &global : nullptr;
+      MethodShape shape{lm.layer, lj.value("q_heads", int64_t(0)), lj.value("kv_heads", int64_t(0)),
+                        lj.value("head_dim", int64_t(0))};
+      if (k) {
+        const auto& ks = k->layer(lm.layer);
+        shape.q_heads = int64_t(ks.size());
+        shape.kv_heads = shape.kv_heads ? shape.kv_heads : 1;
+        shape.head_dim = ks.at(0).dim();
+      } else if (name == "softmax") {
+        shape = {lm.layer, 1, 1, 1};
+      }
+      auto m = make_method(name, shape, seed, k);
+      if (auto* fm = dynamic_cast<attn::FeatureMapMethod*>(m.get())) {
+        attn::TensorMap params;
+        const std::string prefix = fmt::format("{}.layers.{}.", name, lm.layer);
+        for (const auto& [key, t] : st.tensors)
+          if (key.rfind(prefix, 0) == 0) params[key.substr(prefix.size())] = t;
+        check(!params.empty(), k_op, "{}: no parameters for {} layer {}", sp.string(), name,
+              lm.layer);
+        fm->load_state_dict(params);
+      }
+      lm.methods[name] = m;
+    }
+    run.layers.push_back(std::move(lm));
+  }
+  return run;
+}
+
+}  // namespace oal::calib

@@ -1,0 +1,46 @@
+#pragma once
+// A calibration run directory (what `oal calibrate` writes and `oal fidelity` reads):
+//   calibration.json     format "oal-calibration" v1: methods, layers with their shapes,
+//                        seed, ctx, block split, fit settings, one report per fit
+//   kernels-oal.json     fitted OAL kernels (kernel JSON, docs/formats.md)
+//   kernels-global.json  fitted learned-global kernels (kernel JSON)
+//   baselines.safetensors  "<method>.layers.<i>.<param>" for TaylorShift (tau),
+//                        Performer (projection), DiJiang (projection, theta),
+//                        SpectraFormer (B, G, S, perm)
+// Every file is written atomically.
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "oal/calib/block_split.h"
+#include "oal/calib/calibrate.h"
+
+namespace oal::calib {
+
+struct RunInfo {
+  std::string model, text;
+  int64_t ctx = 0;
+  BlockSplit split;
+};
+
+void write_run(const std::filesystem::path& dir, const CalibrationResult& result,
+               const CalibrationOptions& options, const RunInfo& info);
+
+struct LoadedRun {
+  std::vector<std::string> methods;
+  std::vector<LayerMethods> layers;  // layer order as written
+  nlohmann::json meta;               // calibration.json
+};
+
+// Reads a run directory; oal::Error("calibration_run") when a file is missing, of the
+// wrong format, or disagrees with calibration.json.
+LoadedRun read_run(const std::filesystem::path& dir);
+
+// The fit reports as JSON (calibration.json "fits").
+nlohmann::json reports_json(const std::vector<FitReport>& reports);
+
+}  // namespace oal::calib
