@@ -228,3 +228,39 @@ TEST(Safetensors, WriterRejectsUnsupportedInput) {
   EXPECT_THROW(write_safetensors(p, {{"__metadata__", at::ones({2})}}), oal::Error);
   EXPECT_FALSE(fs::exists(p));  // no partial output
 }
+
+// Corrupting any header byte, or cutting the file anywhere, must give either a valid
+// read or an oal::Error — never a crash or another exception type. Deterministic
+// mutations (a fixed LCG), 400 cases: cheap enough for CI.
+TEST(Safetensors, RandomCorruptionNeverCrashes) {
+  auto dir = temp_dir();
+  write_safetensors(dir / "ok.safetensors",
+                    {{"a", at::randn({3, 4})}, {"b", at::ones({5}, at::kBFloat16)},
+                     {"c", at::arange(7, at::kLong)}},
+                    {{"k", "v"}});
+  const std::string good = read_bytes(dir / "ok.safetensors");
+  uint64_t n = 0;
+  std::memcpy(&n, good.data(), 8);
+  uint64_t state = 12345;
+  auto next = [&] { return (state = state * 6364136223846793005ull + 1442695040888963407ull) >> 33; };
+  int errors = 0;
+  for (int i = 0; i < 400; ++i) {
+    std::string bad = good;
+    if (i % 4 == 3) {
+      bad.resize(next() % good.size());  // truncation anywhere
+    } else {
+      for (int m = 0; m < 1 + i % 3; ++m)  // 1-3 byte changes in length field or header
+        bad[next() % (8 + n)] = static_cast<char>(next() & 0xFF);
+    }
+    const auto p = dir / "fuzz.safetensors";
+    write_bytes(p, bad);
+    try {
+      auto f = read_safetensors(p);
+      for (const auto& [name, t] : f.tensors) (void)t.sum();  // touch every view
+    } catch (const oal::Error& e) {
+      ++errors;
+      EXPECT_EQ(std::string(e.what()).rfind("[safetensors] ", 0), 0u) << e.what();
+    }
+  }
+  EXPECT_GT(errors, 100);  // most corruptions must be detected
+}

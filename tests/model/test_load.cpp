@@ -529,3 +529,13 @@ TEST(Llama2c, Stories260K) {
   fs::resize_file(copy, fs::file_size(path) - 100);
   expect_error([&] { load_model(copy.string()); }, {"truncated", "1056540"});
 }
+
+// Every truncation length of a llama2.c file is an error naming the expected size.
+TEST(Llama2c, EveryTruncationIsAnError) {
+  const std::string full = make_llama2c(10, true);
+  auto p = temp_dir() / "cut.bin";
+  for (size_t len = 0; len < full.size(); len += 37) {
+    write_file(p, full.substr(0, len));
+    expect_error([&] { load_model(p.string()); }, {"[llama2c]"});
+  }
+}

@@ -1,7 +1,6 @@
 #include "oal/model/llama2c.h"
 
 #include <cstring>
-#include <fstream>
 
 #include "oal/core/error.h"
 #include "oal/io/mapped_file.h"
@@ -149,20 +148,6 @@ ModelWeights load_llama2c(const std::filesystem::path& path) {
         cur.offset(), file->size());
   validate_weights(w, src);
   return w;
-}
-
-bool looks_like_llama2c(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  uint8_t buf[k_header_bytes];
-  if (!in.read(reinterpret_cast<char*>(buf), k_header_bytes)) return false;
-  std::error_code ec;
-  const uint64_t size = std::filesystem::file_size(path, ec);
-  if (ec) return false;
-  try {
-    return llama2c_expected_size(parse_header(buf), path.string()) == size;
-  } catch (const Error&) {
-    return false;
-  }
 }
 
 }  // namespace oal::model

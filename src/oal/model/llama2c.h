@@ -33,8 +33,4 @@ ModelConfig llama2c_config(const Llama2cHeader& h);
 // implies (truncated or padded files are errors).
 ModelWeights load_llama2c(const std::filesystem::path& path);
 
-// Whether `path` starts like a llama2.c legacy checkpoint (a plausible header and the
-// exact size it implies); used to pick a loader.
-bool looks_like_llama2c(const std::filesystem::path& path);
-
 }  // namespace oal::model
