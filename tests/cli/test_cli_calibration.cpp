@@ -1,0 +1,120 @@
+// `oal linearize` (analyze -> group -> calibrate -> fidelity) on stories260K, then
+// `oal fidelity` and `oal diagnose` on its run directory. The fits use reduced update
+// counts (--max-updates 100 --val-every 50 --patience 100) to keep CI time short; the
+// full protocol (1000 / 100 / 400) is the default and is what docs/results.md records.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/shared_data.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+Result run_oal(const std::string& args, const fs::path& dir) {
+  const std::string cmd = std::string("'") + OAL_CLI_PATH + "' " + args + " >'" +
+                          (dir / "stdout").string() + "' 2>'" + (dir / "stderr").string() + "'";
+  const int raw = std::system(cmd.c_str());
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_all(dir / "stdout"), read_all(dir / "stderr")};
+}
+
+fs::path temp_dir(const std::string& name) {
+  auto d = fs::temp_directory_path() / ("oal_cli_calib_" + std::to_string(::getpid()) + "_" + name);
+  fs::create_directories(d);
+  return d;
+}
+
+}  // namespace
+
+TEST(CliCalibration, LinearizeStories260KReportsSevenRows) {
+  const auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
+  const auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
+  const fs::path dir = temp_dir("linearize"), run = dir / "run";
+  Result r = run_oal("linearize --model '" + model.string() + "' --text '" + text.string() +
+                         "' --ctx 256 --out '" + run.string() +
+                         "' --bootstrap 200 --max-updates 100 --val-every 50 --patience 100 --quiet --json",
+                     dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const std::vector<std::string> want{"softmax", "oal", "global", "taylorshift", "performer",
+                                      "dijiang", "spectraformer"};
+  ASSERT_EQ(j["order"].get<std::vector<std::string>>(), want);
+  EXPECT_EQ(j["sequences"].get<int64_t>(), 16);
+  for (const char* k : {"mse_before_wo", "relmse_before_wo", "mse_after_wo", "relmse_after_wo"}) {
+    EXPECT_EQ(j["methods"]["softmax"][k].get<double>(), 0.0) << k;
+    for (const auto& m : want) {
+      const double v = j["methods"][m][k].get<double>();
+      EXPECT_TRUE(std::isfinite(v) && v >= 0) << m << " " << k;
+      if (m != "softmax") EXPECT_GT(v, 0.0) << m << " " << k;
+    }
+  }
+  EXPECT_EQ(j["methods"]["oal"]["layers"].size(), 5u);
+  for (const char* f : {"analysis.json", "groups.json", "calibration.json", "kernels-oal.json",
+                        "kernels-global.json", "baselines.safetensors", "fidelity.json"})
+    EXPECT_TRUE(fs::exists(run / f)) << f;
+
+  // `oal fidelity` on the written run reproduces the numbers.
+  Result f = run_oal("fidelity --model '" + model.string() + "' --text '" + text.string() +
+                         "' --calib '" + run.string() + "' --ctx 256 --quiet --json --out '" +
+                         (dir / "f.json").string() + "'",
+                     dir);
+  ASSERT_EQ(f.status, 0) << f.err;
+  const auto jf = nlohmann::json::parse(f.out);
+  for (const auto& m : want)
+    EXPECT_NEAR(jf["methods"][m]["relmse_before_wo"].get<double>(),
+                j["methods"][m]["relmse_before_wo"].get<double>(),
+                1e-6 * (1 + j["methods"][m]["relmse_before_wo"].get<double>()))
+        << m;
+
+  // `oal diagnose` (reduced: 2 seeds, 20 controls, 2 layers) gives ratios and p-values.
+  Result d = run_oal("diagnose --model '" + model.string() + "' --text '" + text.string() +
+                         "' --groups '" + (run / "groups.json").string() +
+                         "' --layers 1,3 --seeds 2 --controls 20 --bootstrap 100 --quiet --json",
+                     dir);
+  ASSERT_EQ(d.status, 0) << d.err;
+  const auto jd = nlohmann::json::parse(d.out);
+  ASSERT_EQ(jd["rows"].size(), 4u);
+  for (const auto& row : jd["rows"]) {
+    EXPECT_GT(row["retained_ratio"].get<double>(), 0.0);
+    const double p = row["p_value"].get<double>();
+    EXPECT_GE(p, 1.0 / 21.0 - 1e-12);
+    EXPECT_LE(p, 1.0);
+  }
+  fs::remove_all(dir);
+}
+
+TEST(CliCalibration, BadSplitAndMissingRunFail) {
+  const auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
+  const auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
+  const fs::path dir = temp_dir("errors");
+  Result r = run_oal("calibrate --model '" + model.string() + "' --text '" + text.string() +
+                         "' --methods taylorshift --val-blocks 20-21 --out '" +
+                         (dir / "x").string() + "' --quiet",
+                     dir);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("block_split"), std::string::npos) << r.err;
+  Result f = run_oal("fidelity --model '" + model.string() + "' --text '" + text.string() +
+                         "' --calib '" + (dir / "nothing").string() + "' --quiet",
+                     dir);
+  EXPECT_EQ(f.status, 1);
+  EXPECT_NE(f.err.find("calibration.json"), std::string::npos) << f.err;
+  fs::remove_all(dir);
+}

@@ -1,0 +1,92 @@
+// `oal diagnose`: error concentration on high-contribution dimensions (paper §3.2,
+// App. A.2, Table 1): retained-error ratio R_S per baseline, Gaussian control and the
+// matched randomization test.
+#include <fmt/core.h>
+
+#include "calib_options.h"
+#include "command.h"
+#include "grouping_options.h"
+#include "oal/attention/kernel_json.h"
+#include "oal/calib/layer_data.h"
+#include "oal/eval/diagnose.h"
+#include "oal/model/find_tokenizer.h"
+#include "oal/model/load.h"
+#include "oal/text/corpus.h"
+#include "oal/text/tokenizer.h"
+#include "progress_bar.h"
+
+namespace {
+
+struct DiagnoseArgs {
+  std::string model, text, groups, tokenizer, layers, methods = "performer,spectraformer,dijiang,taylorshift";
+  int64_t ctx = 256, seeds = 5;
+  oal::cli::SplitArgs split;
+  oal::eval::DiagnoseOptions options;
+  bool json = false, quiet = false;
+};
+
+void run(DiagnoseArgs a) {
+  auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
+  const std::vector<int32_t> stream = tok->encode(oal::text::read_text_file(a.text), false);
+  const oal::model::Transformer model(oal::model::load_model(a.model));
+  const oal::attn::ModelKernels groups = oal::attn::read_kernels(a.groups);
+  std::vector<int64_t> layers = oal::cli::parse_layers(a.layers);
+  if (layers.empty())
+    for (const auto& [l, _] : groups.layers) layers.push_back(l);
+  auto blocks = oal::calib::split_blocks(stream, a.ctx, a.split.parse());
+  std::map<int64_t, oal::model::LayerCapture> caps;
+  {
+    oal::cli::ProgressBar bar("capture", !a.quiet);
+    caps = oal::calib::capture_qkv(model, blocks.eval, layers, bar.fn());
+  }
+  std::vector<oal::eval::DiagnoseLayer> in;
+  for (int64_t l : layers) {
+    oal::eval::DiagnoseLayer dl{l, caps.at(l).q, caps.at(l).k, caps.at(l).v, {}};
+    for (const auto& k : groups.layer(l)) dl.groups.push_back(k.groups());
+    in.push_back(std::move(dl));
+  }
+  a.options.methods = oal::cli::split_names(a.methods);
+  a.options.seeds.clear();
+  for (int64_t s = 0; s < a.seeds; ++s) a.options.seeds.push_back(uint64_t(s));
+  oal::eval::DiagnoseResult r;
+  {
+    oal::cli::ProgressBar bar("diagnose", !a.quiet);
+    a.options.progress = bar.fn();
+    r = oal::eval::diagnose(in, a.options);
+  }
+  if (a.json) {
+    fmt::print("{}\n", oal::eval::diagnose_json(r).dump(2));
+    return;
+  }
+  fmt::print("{}", oal::eval::diagnose_table(r));
+}
+
+oal::cli::Registrar reg{
+    "diagnose", "Error concentration on high-contribution dimensions (Table 1)",
+    [](CLI::App& app) {
+      auto a = std::make_shared<DiagnoseArgs>();
+      app.add_option("--model", a->model, "HF model directory or llama2.c checkpoint")->required();
+      app.add_option("--text", a->text, "Text file (evaluation blocks are used)")->required();
+      app.add_option("--groups", a->groups, "Kernel JSON from `oal group` (bulk = group 0)")
+          ->required();
+      app.add_option("--layers", a->layers, "Layers (default: all in the groups file)");
+      app.add_option("--methods", a->methods, "Comma-separated baselines")->capture_default_str();
+      app.add_option("--ctx", a->ctx, "Block length in tokens")->capture_default_str();
+      app.add_option("--positions", a->options.positions, "Sampled query positions per sequence")
+          ->capture_default_str();
+      app.add_option("--seeds", a->seeds, "Random seeds 0..n-1 of stochastic methods")
+          ->capture_default_str();
+      app.add_option("--controls", a->options.controls, "Matched random subsets B (0: skip)")
+          ->capture_default_str();
+      app.add_option("--tokenizer", a->tokenizer, "Tokenizer file (default: beside the model)");
+      oal::cli::add_split_options(app, a->split);
+      oal::cli::add_grouping_options(app, a->options.grouping);
+      app.add_flag("--json", a->json, "Machine-readable output");
+      app.add_flag("--quiet", a->quiet, "No progress bars");
+      return [a] {
+        a->options.seed = a->options.grouping.seed;
+        run(*a);
+      };
+    }};
+
+}  // namespace
