@@ -1,0 +1,24 @@
+#pragma once
+// The App. B grouping options shared by `oal analyze` (figure colouring) and `oal group`.
+#include <CLI/CLI.hpp>
+
+#include "oal/analysis/grouping.h"
+
+namespace oal::cli {
+
+inline void add_grouping_options(CLI::App& app, analysis::GroupingOptions& o) {
+  app.add_option("--alpha", o.alpha, "Tail fraction: candidate cuts in the top ceil(alpha d)")
+      ->capture_default_str();
+  app.add_option("--tau", o.tau, "Gap-ratio / separation threshold")->capture_default_str();
+  app.add_option("--gamma", o.gamma, "Minimum bootstrap support of a natural cut")
+      ->capture_default_str();
+  app.add_option("--gmin", o.g_min, "Minimum groups per head")->capture_default_str();
+  app.add_option("--bootstrap", o.bootstrap, "Prompt-level bootstrap replicates B")
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "Seed (bootstrap; Gaussian control in analyze)")
+      ->capture_default_str();
+  app.add_option("--eps", o.eps, "Numerical floor in the gap and separation ratios")
+      ->capture_default_str();
+}
+
+}  // namespace oal::cli
