@@ -87,8 +87,8 @@ Items plan_items(const AttentionDims& d, const FlashOptions& opt) {
 
 // One work item: KV head `kvh` (batch-major index), head block `hb`, query block `qb`.
 void flash_item(const AttentionDims& dims, const FlashOptions& opt, const Items& it,
-                const float* q, const float* kt, int64_t ldkt, const float* v, float* y,
-                float scale, int64_t kvh, int64_t hb, int64_t qb, Scratch& w, bool avx) {
+                const float* q, const float* kt, int64_t ldkt, const float* v, int64_t v_rows,
+                float* y, float scale, int64_t kvh, int64_t hb, int64_t qb, Scratch& w, bool avx) {
   const int64_t D = dims.dim, Dv = dims.value_dim, T = dims.q_len;
   const int64_t Bc = opt.k_block, off = dims.offset();
   const int64_t i0 = qb * it.block, rb = std::min(it.block, T - i0);
@@ -96,7 +96,7 @@ void flash_item(const AttentionDims& dims, const FlashOptions& opt, const Items&
   const int64_t b = kvh / dims.kv_heads;
   const int64_t h0 = (kvh % dims.kv_heads) * dims.group_size() + hb * it.heads;
   const float* kth = kt + kvh * D * ldkt;
-  const float* vh = v + kvh * dims.k_len * Dv;
+  const float* vh = v + kvh * v_rows * Dv;
   // Row r = (head h0 + r / rb, position i0 + r % rb).
   for (int64_t r = 0; r < rows; ++r) {
     const float* src = q + ((b * dims.q_heads + h0 + r / rb) * T + i0 + r % rb) * D;
@@ -128,8 +128,8 @@ void flash_item(const AttentionDims& dims, const FlashOptions& opt, const Items&
 }  // namespace
 
 void flash_softmax_kt_f32(const AttentionDims& dims, const float* q, const float* kt,
-                          int64_t ldkt, const float* v, float* y, float scale,
-                          const FlashOptions& opt) {
+                          int64_t ldkt, const float* v, int64_t v_rows, float* y,
+                          float scale, const FlashOptions& opt) {
   if (dims.q_len == 0 || dims.batch == 0 || dims.q_heads == 0) return;
   const Items it = plan_items(dims, opt);
   const int64_t items = it.count(dims);
@@ -147,7 +147,7 @@ void flash_softmax_kt_f32(const AttentionDims& dims, const float* q, const float
   // Item i: the latest query blocks (most keys) first, so the last items are cheap.
   parallel_items(items, opt.threads, [&](int64_t worker, int64_t i) {
     const int64_t qb = it.n_qb - 1 - i / per_qb, rest = i % per_qb;
-    flash_item(dims, opt, it, q, kt, ldkt, v, y, scale, rest / it.n_hb, rest % it.n_hb, qb,
+    flash_item(dims, opt, it, q, kt, ldkt, v, v_rows, y, scale, rest / it.n_hb, rest % it.n_hb, qb,
                scratch[worker], avx);
   });
 }
@@ -165,7 +165,7 @@ void flash_softmax_f32(const AttentionDims& dims, const float* q, const float* k
     for (int64_t j = 0; j < S; ++j)
       for (int64_t r = 0; r < D; ++r) dst[r * S + j] = src[j * D + r];
   });
-  flash_softmax_kt_f32(dims, q, kt.data(), S, v, y, scale, opt);
+  flash_softmax_kt_f32(dims, q, kt.data(), S, v, S, y, scale, opt);
 }
 
 }  // namespace oal::kernels::cpu

@@ -26,8 +26,9 @@ void flash_softmax_f32(const AttentionDims& dims, const float* q, const float* k
 // ldkt floats (ldkt >= S), row r = dimension r of keys 0..S-1 — the layout a decode KV
 // cache keeps so a step never re-transposes the cache. When T is shorter than q_block,
 // the query heads of one KV head are stacked into one work item (decode: all of them).
+// v likewise holds v_rows >= S rows of Dv floats per KV head (a cache's capacity).
 void flash_softmax_kt_f32(const AttentionDims& dims, const float* q, const float* kt,
-                          int64_t ldkt, const float* v, float* y, float scale,
+                          int64_t ldkt, const float* v, int64_t v_rows, float* y, float scale,
                           const FlashOptions& opt = {});
 
 }  // namespace oal::kernels::cpu

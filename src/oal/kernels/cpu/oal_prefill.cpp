@@ -187,7 +187,7 @@ struct Unit {
     const int64_t C = opt.chunk, T = dims.q_len;
     for (int64_t c = first; c < last; ++c) {
       const int64_t c0 = c * C, n = std::min(C, T - c0);
-      readout(S, u, c0, n, s);
+      if (y != nullptr) readout(S, u, c0, n, s);
       if (c + 1 < last || keep_last_update) update(S, u, c0, n, s);
     }
   }
@@ -229,6 +229,7 @@ void oal_prefill_f32(const AttentionDims& dims, const OalPlan& plan, const float
   check(dims.k_len == dims.q_len, k_op, "expected as many keys as queries, got {} and {}",
         dims.k_len, dims.q_len);
   check(opt.chunk >= 1, k_op, "chunk: expected >= 1, got {}", opt.chunk);
+  check(y != nullptr || state != nullptr, k_op, "expected an output or a state to fill");
   check(dims.kv_heads >= 1 && dims.q_heads % dims.kv_heads == 0, k_op,
         "Hq = {} must be a multiple of Hkv = {}", dims.q_heads, dims.kv_heads);
   const int64_t units = dims.batch * dims.kv_heads;

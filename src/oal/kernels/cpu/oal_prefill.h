@@ -28,7 +28,8 @@ struct OalPrefillOptions {
 // q [B, Hq, T, d], k [B, Hkv, T, d], v [B, Hkv, T, Dv] -> y [B, Hq, T, Dv]; fp32,
 // contiguous, S == T (a cached prefix is passed as `state`, not as keys).
 // state: nullptr, or [B, Hkv, Df, Dv+1] fp32 (hd.h layout) holding the state before the
-// first token on entry and after the last one on return.
+// first token on entry and after the last one on return. y may be nullptr (with a
+// state): the tokens are only absorbed (no readout), e.g. to prime a decoder.
 // Throws oal::Error("oal_prefill_kernel") when dims disagree with the plan or a readout
 // denominator is not positive and finite (the expanded readout can cancel; never NaN).
 void oal_prefill_f32(const AttentionDims& dims, const OalPlan& plan, const float* q,
