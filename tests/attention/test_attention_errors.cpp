@@ -79,11 +79,15 @@ TEST(AttentionErrors, NonFiniteInputs) {
   qn[0][1][2][3] = std::numeric_limits<double>::infinity();
   kn[0][0][5][0] = std::nan("");
   vn[0][0][0][0] = -std::numeric_limits<double>::infinity();
-  for (auto fn : {&hd_pairwise, &hd_recurrent}) {
-    expect_error([&] { fn(qn, k, v, lk); }, {"q contains NaN or Inf"});
-    expect_error([&] { fn(q, kn, v, lk); }, {"k contains NaN or Inf"});
-    expect_error([&] { fn(q, k, vn, lk); }, {"v contains NaN or Inf"});
+  using Fn = at::Tensor (*)(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                            const LayerKernels&);
+  for (auto [fn, name] : {std::pair<Fn, std::string>{&hd_pairwise, "[hd_pairwise]"},
+                          std::pair<Fn, std::string>{&hd_recurrent, "[hd_recurrent]"}}) {
+    expect_error([&] { fn(qn, k, v, lk); }, {name, "q contains NaN or Inf"});
+    expect_error([&] { fn(q, kn, v, lk); }, {name, "k contains NaN or Inf"});
+    expect_error([&] { fn(q, k, vn, lk); }, {name, "v contains NaN or Inf"});
   }
+  expect_error([&] { hd_pair_weights(qn, k, lk); }, {"[hd_pair_weights]", "q contains NaN"});
   expect_error([&] { hd_chunked(qn, k, v, lk); }, {"[hd_chunked]", "q contains NaN or Inf"});
   auto badL = lk;
   badL.L = lk.L.clone();
