@@ -54,7 +54,7 @@ inline int64_t hd_feature_dim(int64_t d) { return 1 + d + d * (d + 1) / 2; }
 // The recurrent state of one layer for a batch (layout above).
 struct HdState {
   at::Tensor S;        // [B, Hkv, Df, Dv + 1], fp32 or fp64
-  int64_t tokens = 0;  // tokens absorbed
+  int64_t tokens = 0;  // tokens absorbed; 0 promises S == 0 (the state readout is skipped)
 
   // An empty (all-zero) state.
   static HdState zeros(int64_t batch, int64_t kv_heads, int64_t dim, int64_t value_dim,
