@@ -76,6 +76,19 @@ QuadraticProblem quadratic_problem(const attn::QuadraticKernel& init) {
   };
   qp.problem.outputs = [=](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
     at::NoGradGuard g;
+    const int64_t T = q.size(2);
+    if (T * T * q.size(3) <= (int64_t(1) << 24)) {
+      // Small enough for the factored pairwise form (exactly >= eps, no cancellation);
+      // one sequence at a time keeps the [T, T, D] intermediate bounded.
+      std::vector<int64_t> all(T);
+      for (int64_t i = 0; i < T; ++i) all[i] = i;
+      std::vector<at::Tensor> ys;
+      for (int64_t b = 0; b < q.size(0); ++b) {
+        auto sl = [b](const at::Tensor& t) { return t.narrow(0, b, 1); };
+        ys.push_back(normalise_rows(quadratic_weights(sl(q), sl(k), onehot, L, eps), sl(v), all));
+      }
+      return at::cat(ys, 0);
+    }
     auto kernel = attn::QuadraticKernel::from_lower(groups, at::tril(L.detach().to(at::kDouble)), eps);
     attn::QuadraticAttention m = attn::QuadraticAttention::from_kernels({kernel}, {}, false);
     return m.forward(q, k, v);
