@@ -1,0 +1,96 @@
+// `oal generate`: continue a prompt, streaming tokens to stdout as they are produced.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "oal/core/error.h"
+#include "oal/model/find_tokenizer.h"
+#include "oal/model/generate.h"
+#include "oal/model/load.h"
+#include "oal/text/tokenizer.h"
+
+namespace {
+
+struct GenerateArgs {
+  std::string model, prompt, tokenizer;
+  int64_t n = 64;
+  double temp = 0.0, top_p = 1.0;
+  uint64_t seed = 0;
+  bool json = false, keep_dtype = false, ignore_eos = false;
+};
+
+// End-of-sequence ids from the config and the tokenizer (run.c also stops at BOS, which
+// llama2.c models emit between stories).
+std::vector<int64_t> stop_tokens(const oal::model::ModelConfig& c, const oal::text::Tokenizer& t) {
+  std::vector<int64_t> s = c.eos_token_ids;
+  if (c.eos_token_id) s.push_back(*c.eos_token_id);
+  if (t.eos_id() >= 0) s.push_back(t.eos_id());
+  if (t.kind() == "llama2c" && t.bos_id() >= 0) s.push_back(t.bos_id());
+  std::sort(s.begin(), s.end());
+  s.erase(std::unique(s.begin(), s.end()), s.end());
+  return s;
+}
+
+void run(const GenerateArgs& a) {
+  oal::check(!a.prompt.empty(), "generate", "empty --prompt; expected some text to continue");
+  auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
+  const oal::model::Transformer model(oal::model::load_model(a.model),
+                                      {.keep_weight_dtype = a.keep_dtype});
+  const std::vector<int32_t> prompt = tok->encode(a.prompt, /*add_bos=*/true);
+  oal::model::GenerateOptions o;
+  o.max_new_tokens = a.n;
+  o.sampler = {.temperature = a.temp, .top_p = a.top_p, .seed = a.seed};
+  if (!a.ignore_eos) o.stop_tokens = stop_tokens(model.config(), *tok);
+
+  int32_t prev = -1;
+  std::string text;
+  for (int32_t id : prompt) text += tok->decode_token(prev, id), prev = id;
+  if (!a.json) fmt::print("{}", text), std::fflush(stdout);
+  const auto result = oal::model::generate(model, prompt, o, [&](int32_t id) {
+    const std::string piece = tok->decode_token(prev, id);
+    prev = id;
+    text += piece;
+    if (!a.json) fmt::print("{}", piece), std::fflush(stdout);
+  });
+  const size_t n = result.tokens.size();
+  const double decode_rate = result.decode_seconds > 0 && n > 1 ? (n - 1) / result.decode_seconds : 0;
+  if (a.json) {
+    nlohmann::json j = {{"text", text}, {"prompt_tokens", prompt}, {"tokens", result.tokens},
+                        {"stopped", result.stopped}, {"prefill_seconds", result.prefill_seconds},
+                        {"decode_seconds", result.decode_seconds},
+                        {"decode_tokens_per_second", decode_rate}};
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  fmt::print("\n");
+  std::fflush(stdout);  // the text line ends before the summary on stderr
+  fmt::print(stderr, "[{} prompt tokens in {:.3f} s, {} new tokens, {:.1f} tokens/s{}]\n",
+             prompt.size(), result.prefill_seconds, n, decode_rate,
+             result.stopped ? ", stopped at end of sequence" : "");
+}
+
+oal::cli::Registrar reg{
+    "generate", "Continue a prompt (greedy, temperature, top-p), streaming to stdout",
+    [](CLI::App& app) {
+      auto a = std::make_shared<GenerateArgs>();
+      app.add_option("--model", a->model, "HF model directory or llama2.c checkpoint")->required();
+      app.add_option("--prompt", a->prompt, "Text to continue (BOS is added)")->required();
+      app.add_option("-n,--n-predict", a->n, "Number of new tokens")->capture_default_str();
+      app.add_option("--temp", a->temp, "Temperature (0 = greedy)")->capture_default_str();
+      app.add_option("--top-p", a->top_p, "Nucleus sampling mass in (0, 1]")->capture_default_str();
+      app.add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
+      app.add_option("--tokenizer", a->tokenizer,
+                     "Tokenizer file (default: tokenizer.json / tok512.bin / tokenizer.bin "
+                     "beside the model)");
+      app.add_flag("--ignore-eos", a->ignore_eos, "Keep going past end-of-sequence tokens");
+      app.add_flag("--keep-dtype", a->keep_dtype,
+                   "Keep bf16/f16 weights as stored (half the memory, slower)");
+      app.add_flag("--json", a->json, "Print one JSON object at the end instead of streaming");
+      return [a] { run(*a); };
+    }};
+
+}  // namespace

@@ -1,0 +1,48 @@
+// `oal info --model PATH [--json]`: architecture, sizes and dtypes of a checkpoint.
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "oal/core/error.h"
+#include "oal/model/find_tokenizer.h"
+#include "oal/model/load.h"
+#include "oal/model/model_summary.h"
+
+namespace {
+
+struct InfoArgs {
+  std::string model;
+  bool json = false;
+};
+
+// The tokenizer that generate/ppl would use, or "" when none is beside the model.
+std::string tokenizer_or_empty(const std::string& model) {
+  try {
+    return oal::model::find_tokenizer(model).string();
+  } catch (const oal::Error&) {
+    return "";
+  }
+}
+
+oal::cli::Registrar reg{
+    "info", "Describe a checkpoint (HF directory or llama2.c .bin)", [](CLI::App& app) {
+      auto a = std::make_shared<InfoArgs>();
+      app.add_option("--model", a->model, "HF model directory or llama2.c checkpoint")->required();
+      app.add_flag("--json", a->json, "Machine-readable output");
+      return [a] {
+        const oal::model::ModelWeights w = oal::model::load_model(a->model);
+        const std::string tok = tokenizer_or_empty(a->model);
+        if (a->json) {
+          nlohmann::json j = oal::model::summary_json(w);
+          j["path"] = a->model;
+          j["tokenizer"] = tok.empty() ? nlohmann::json(nullptr) : nlohmann::json(tok);
+          fmt::print("{}\n", j.dump(2));
+          return;
+        }
+        fmt::print("model             {}\n{}", a->model, oal::model::describe(w));
+        fmt::print("tokenizer         {}\n", tok.empty() ? "(none found beside the model)" : tok);
+      };
+    }};
+
+}  // namespace
