@@ -169,7 +169,11 @@ ModelConfig parse_hf_config(const json& j, const std::string& src) {
   c.rms_norm_eps = get_num_or(j, "rms_norm_eps", 1e-6, src);
   c.attention_bias = qwen2 ? true : get_bool_or(j, "attention_bias", false, src);
   c.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", false, src);
-  c.rope_style = RopeStyle::half;
+  // "oal_rope_style": "adjacent" marks a llama2.c-layout model exported as an HF
+  // directory by `oal finetune`/`oal convert` (HF itself has only the half layout).
+  c.rope_style = has(j, "oal_rope_style") && j["oal_rope_style"] == "adjacent"
+                     ? RopeStyle::adjacent
+                     : RopeStyle::half;
   c.rope_scaling = parse_rope_scaling(j, src);
   if (!c.rope_scaling && has(j, "rope_parameters") && j["rope_parameters"].is_object()) {
     json wrapped = {{"rope_scaling", j["rope_parameters"]}};
