@@ -1,0 +1,18 @@
+#pragma once
+// The model side of multiple-choice scoring: log-likelihood of a continuation given a
+// context, from one causal forward over context + continuation[:-1]. Only the
+// continuation's tokens are scored.
+#include <cstdint>
+#include <vector>
+
+#include "oal/model/transformer.h"
+
+namespace oal::eval {
+
+// sum_i log p(cont[i] | context, cont[:i]) in nats (fp64 sum of fp32 log-softmax).
+// Throws oal::Error("[mc_score] ...") for an empty context or continuation, ids outside
+// the vocabulary, or more tokens than max_position_embeddings.
+double continuation_logprob(const model::Transformer& model, const std::vector<int64_t>& context,
+                            const std::vector<int64_t>& continuation);
+
+}  // namespace oal::eval

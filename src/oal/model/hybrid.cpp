@@ -1,0 +1,45 @@
+#include "oal/model/hybrid.h"
+
+#include "oal/core/error.h"
+#include "oal/core/ranges.h"
+
+namespace oal::model {
+
+std::vector<int64_t> default_converted_layers(int64_t num_layers) {
+  check(num_layers >= 3, "hybrid",
+        "the default range needs at least 3 layers (a softmax layer at each end), model "
+        "has {}; pass an explicit layer range",
+        num_layers);
+  const int64_t keep = num_layers >= 7 ? 3 : 1;
+  std::vector<int64_t> out;
+  for (int64_t l = keep; l < num_layers - keep; ++l) out.push_back(l);
+  return out;
+}
+
+std::vector<int64_t> parse_converted_layers(const std::string& spec, int64_t num_layers) {
+  if (spec.empty() || spec == "default") return default_converted_layers(num_layers);
+  return parse_index_list(spec, "layers", num_layers);
+}
+
+void apply_hybrid(Transformer& model,
+                  const std::map<int64_t, std::shared_ptr<attn::AttentionMethod>>& methods) {
+  for (const auto& [layer, method] : methods) {
+    check(layer >= 0 && layer < model.num_layers(), "hybrid",
+          "layer {} out of range: the model has {} layers (0..{})", layer, model.num_layers(),
+          model.num_layers() - 1);
+    check(method != nullptr, "hybrid", "layer {}: method is null", layer);
+  }
+  for (const auto& [layer, method] : methods) model.set_attention(layer, method);
+}
+
+std::vector<LayerStateBytes> layer_state_bytes(
+    const Transformer& model, const std::vector<std::unique_ptr<attn::DecodeState>>& states) {
+  check(int64_t(states.size()) == model.num_layers(), "hybrid",
+        "expected {} layer states, got {}", model.num_layers(), states.size());
+  std::vector<LayerStateBytes> out;
+  for (int64_t l = 0; l < model.num_layers(); ++l)
+    out.push_back({l, model.attention(l).name(), states[size_t(l)]->state_bytes()});
+  return out;
+}
+
+}  // namespace oal::model

@@ -1,0 +1,220 @@
+#include "oal/train/convert.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include <fstream>
+#include <sstream>
+
+#include "oal/attention/feature_method.h"
+#include "oal/attention/oal_method.h"
+#include "oal/core/error.h"
+#include "oal/io/atomic_file.h"
+#include "oal/io/safetensors.h"
+#include "oal/model/hf_config.h"
+#include "oal/model/hybrid.h"
+#include "oal/model/load.h"
+
+namespace oal::train {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* k_op = "convert";
+constexpr const char* k_marker = "oal_conversion";
+constexpr const char* k_attention_dir = "oal_attention";
+
+// Query heads, KV heads (0 = not recorded) and head_dim of a calibrated method.
+struct Shape {
+  int64_t q_heads = 0, kv_heads = 0, head_dim = 0;
+};
+
+Shape method_shape(const attn::AttentionMethod& m) {
+  if (auto* q = dynamic_cast<const attn::QuadraticAttention*>(&m))
+    return {q->kernels().heads(), 0, q->kernels().dim()};
+  if (auto* f = dynamic_cast<const attn::FeatureMapMethod*>(&m))
+    return {f->q_heads(), f->kv_heads(), f->head_dim()};
+  return {};
+}
+
+nlohmann::json read_json_file(const fs::path& p) {
+  std::ifstream in(p);
+  check(in.good(), k_op, "cannot open '{}'", p.string());
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail(k_op, "'{}' is not valid JSON: {}", p.string(), e.what());
+  }
+}
+
+void copy_file_atomic(const fs::path& from, const fs::path& to) {
+  std::ifstream in(from, std::ios::binary);
+  check(in.good(), k_op, "cannot read '{}'", from.string());
+  std::ostringstream s;
+  s << in.rdbuf();
+  io::write_file_atomic(to, s.str());
+}
+
+}  // namespace
+
+std::string model_fingerprint(const model::ModelConfig& c) {
+  const std::string desc = fmt::format(
+      "{}|L{}|H{}|KV{}|D{}|h{}|f{}|V{}|rope{}:{}|tie{}", c.architecture, c.num_layers, c.num_heads,
+      c.num_kv_heads, c.head_dim, c.hidden_size, c.intermediate_size, c.vocab_size, c.rope_theta,
+      c.rope_style == model::RopeStyle::half ? "half" : "adjacent", c.tie_word_embeddings);
+  uint64_t h = 1469598103934665603ull;  // FNV-1a 64
+  for (unsigned char ch : desc) h = (h ^ ch) * 1099511628211ull;
+  return fmt::format("arch-{:016x}", h);
+}
+
+void validate_calibration(const calib::LoadedRun& run, const model::ModelConfig& config,
+                          const std::string& method, const std::vector<int64_t>& layers) {
+  check(std::find(run.methods.begin(), run.methods.end(), method) != run.methods.end(), k_op,
+        "the calibration run has no '{}' (it holds: {})", method, fmt::join(run.methods, ", "));
+  if (run.meta.contains("model_fingerprint"))
+    check(run.meta["model_fingerprint"] == model_fingerprint(config), k_op,
+          "the calibration run belongs to another model (fingerprint {} vs this model's {})",
+          run.meta["model_fingerprint"].dump(), model_fingerprint(config));
+  std::vector<int64_t> have;
+  for (const auto& lm : run.layers) {
+    have.push_back(lm.layer);
+    check(lm.layer >= 0 && lm.layer < config.num_layers, k_op,
+          "the calibration run has layer {} but the model has only {} layers: it belongs to "
+          "another model",
+          lm.layer, config.num_layers);
+    auto it = lm.methods.find(method);
+    if (it == lm.methods.end() || !it->second) continue;
+    const Shape s = method_shape(*it->second);
+    check(s.q_heads == 0 || s.q_heads == config.num_heads, k_op,
+          "calibration layer {} has {} query heads, the model {}: it belongs to another model",
+          lm.layer, s.q_heads, config.num_heads);
+    check(s.kv_heads == 0 || s.kv_heads == config.num_kv_heads, k_op,
+          "calibration layer {} has {} KV heads, the model {}: it belongs to another model",
+          lm.layer, s.kv_heads, config.num_kv_heads);
+    check(s.head_dim == 0 || s.head_dim == config.head_dim, k_op,
+          "calibration layer {} has head_dim {}, the model {}: it belongs to another model",
+          lm.layer, s.head_dim, config.head_dim);
+  }
+  for (int64_t l : layers) {
+    check(l >= 0 && l < config.num_layers, k_op, "layer {} out of range: the model has {} layers",
+          l, config.num_layers);
+    check(std::find(have.begin(), have.end(), l) != have.end(), k_op,
+          "layer {} was not calibrated (the run holds layers {}); calibrate it or choose "
+          "--layers among those",
+          l, fmt::join(have, ","));
+  }
+}
+
+std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> methods_from_calibration(
+    const fs::path& calib_dir, const model::ModelConfig& config, const std::string& method,
+    const std::vector<int64_t>& layers, bool trainable) {
+  std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> out;
+  if (method == "softmax") return out;
+  check(!calib_dir.empty(), k_op, "method '{}' needs a calibration run directory (--calib)", method);
+  const calib::LoadedRun run = calib::read_run(calib_dir);
+  validate_calibration(run, config, method, layers);
+  for (const auto& lm : run.layers) {
+    if (std::find(layers.begin(), layers.end(), lm.layer) == layers.end()) continue;
+    std::shared_ptr<attn::AttentionMethod> m = lm.methods.at(method);
+    if (trainable) {
+      if (auto* q = dynamic_cast<const attn::QuadraticAttention*>(m.get())) {
+        m = std::make_shared<attn::QuadraticAttention>(
+            attn::QuadraticAttention::from_kernels(q->to_kernels(), q->options(), true, at::kDouble));
+      } else {
+        for (auto p : m->parameters())
+          if (p.is_leaf() && p.is_floating_point()) p.set_requires_grad(true);
+      }
+    }
+    out[lm.layer] = m;
+  }
+  return out;
+}
+
+std::map<std::string, at::Tensor> kernel_parameters(const model::Transformer& model,
+                                                    const std::vector<int64_t>& layers) {
+  std::map<std::string, at::Tensor> out;
+  for (int64_t l : layers) {
+    const auto ps = model.attention(l).parameters();
+    for (size_t j = 0; j < ps.size(); ++j)
+      if (ps[j].requires_grad()) out[fmt::format("attention.layers.{}.{}", l, j)] = ps[j];
+  }
+  return out;
+}
+
+void export_converted(const fs::path& out, const model::ModelWeights& weights,
+                      const model::Transformer& model, const std::string& method,
+                      const std::vector<int64_t>& layers, const std::string& source_model,
+                      const fs::path& tokenizer) {
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  check(!ec && fs::is_directory(out), k_op, "cannot create '{}': {}", out.string(), ec.message());
+  std::map<std::string, at::Tensor> tensors;
+  for (const auto& [n, t] : weights.tensors) tensors[n] = t.detach().to(at::kCPU);
+  io::write_safetensors(out / "model.safetensors", tensors);
+  if (method != "softmax" && !layers.empty()) {
+    calib::CalibrationResult res;
+    attn::ModelKernels kernels;
+    kernels.head_dim = weights.config.head_dim;
+    for (int64_t l : layers) {
+      auto m = model.layer(l).attention;
+      check(m && m->name() == method, k_op, "layer {} runs '{}', expected '{}'", l,
+            m ? m->name() : "nothing", method);
+      if (auto* q = dynamic_cast<const attn::QuadraticAttention*>(m.get()))
+        kernels.layers[l] = q->to_kernels();
+      res.layers.push_back({l, {{method, m}}});
+    }
+    if (method == "oal") res.oal = kernels;
+    if (method == "global") res.global = kernels;
+    calib::CalibrationOptions opts;
+    opts.methods = {method};
+    calib::RunInfo info;
+    info.model = source_model;
+    calib::write_run(out / k_attention_dir, res, opts, info);
+  }
+  if (!tokenizer.empty()) copy_file_atomic(tokenizer, out / tokenizer.filename());
+  model::ModelConfig cfg = weights.config;
+  nlohmann::json extra;
+  if (cfg.rope_style == model::RopeStyle::adjacent) {
+    cfg.rope_style = model::RopeStyle::half;  // written as half + the marker below
+    extra["oal_rope_style"] = "adjacent";
+  }
+  extra[k_marker] = {{"format", "oal-converted"}, {"version", 1},       {"method", method},
+                     {"layers", layers},         {"source_model", source_model},
+                     {"model_fingerprint", model_fingerprint(weights.config)}};
+  // config.json last: a directory without it is not mistaken for a finished export.
+  model::write_hf_config(out / "config.json", cfg, extra);
+}
+
+bool is_converted_dir(const fs::path& path) {
+  if (!fs::is_directory(path) || !fs::exists(path / "config.json")) return false;
+  return read_json_file(path / "config.json").contains(k_marker);
+}
+
+model::ModelWeights load_weights_on(const std::string& path, at::Device device) {
+  model::ModelWeights w = model::load_model(path);
+  if (!device.is_cpu())
+    for (auto& [n, t] : w.tensors) t = t.to(device);
+  return w;
+}
+
+std::unique_ptr<model::Transformer> load_transformer(const std::string& path,
+                                                     model::TransformerOptions options,
+                                                     at::Device device) {
+  auto weights = load_weights_on(path, device);
+  auto t = std::make_unique<model::Transformer>(weights, options);
+  if (!is_converted_dir(path)) return t;
+  const nlohmann::json marker = read_json_file(fs::path(path) / "config.json")[k_marker];
+  check(marker.value("format", "") == "oal-converted" && marker.value("version", 0) == 1, k_op,
+        "{}: 'oal_conversion' must be format oal-converted version 1", path);
+  check(marker.value("model_fingerprint", "") == model_fingerprint(weights.config), k_op,
+        "{}: config.json does not match the model the conversion was made for", path);
+  const std::string method = marker.at("method").get<std::string>();
+  const auto layers = marker.at("layers").get<std::vector<int64_t>>();
+  auto methods = methods_from_calibration(fs::path(path) / k_attention_dir, weights.config, method,
+                                          layers, false);
+  model::apply_hybrid(*t, methods);
+  return t;
+}
+
+}  // namespace oal::train

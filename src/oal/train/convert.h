@@ -1,0 +1,74 @@
+#pragma once
+// Converting a model: hybrid attention from a calibration run, converted-model
+// directories (export and load).
+//
+// Converted directory (an HF model directory that `oal ppl` / `oal generate` load):
+//   config.json         HF config + "oal_conversion": {"format": "oal-converted",
+//                       "version": 1, "method", "layers", "source_model"} (+
+//                       "oal_rope_style": "adjacent" for llama2.c-layout models)
+//   model.safetensors   backbone weights (LoRA merged into q/k/v/o when adapted)
+//   oal_attention/      the converted layers' method parameters as a calibration run
+//                       directory (calib/run_dir.h) holding only `method` and `layers`
+//   tokenizer file      copied from the source (tokenizer.json, tok512.bin, ...)
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "oal/attention/method.h"
+#include "oal/calib/run_dir.h"
+#include "oal/model/transformer.h"
+#include "oal/model/weights.h"
+
+namespace oal::train {
+
+// Checks, before any work, that calibration run `run` can convert `layers` of a model
+// with `config` to `method`: the method was calibrated, every layer was calibrated and
+// is < num_layers, and each layer's recorded shape (query heads, KV heads, head_dim)
+// equals the model's. A "model_fingerprint" in calibration.json, when present, must
+// equal model_fingerprint(config). Throws oal::Error("[convert] ...") naming the
+// mismatch.
+void validate_calibration(const calib::LoadedRun& run, const model::ModelConfig& config,
+                          const std::string& method, const std::vector<int64_t>& layers);
+
+// A short stable digest of the architecture (layers, heads, KV heads, head_dim, hidden,
+// vocab, rope), "arch-<16 hex>".
+std::string model_fingerprint(const model::ModelConfig& config);
+
+// The fitted methods of `layers` from a calibration run (validated as above). With
+// `trainable`, kernel parameters require grad (OAL/global L rebuilt as a trainable
+// leaf; baselines' parameters() switched to requires_grad); "softmax" needs no run and
+// returns an empty map.
+std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> methods_from_calibration(
+    const std::filesystem::path& calib_dir, const model::ModelConfig& config,
+    const std::string& method, const std::vector<int64_t>& layers, bool trainable);
+
+// Trainable kernel tensors of the model's layers, named "attention.layers.<l>.<j>" (j the
+// index in the method's parameters()); only tensors with requires_grad.
+std::map<std::string, at::Tensor> kernel_parameters(const model::Transformer& model,
+                                                    const std::vector<int64_t>& layers);
+
+// Writes a converted directory (layout above) atomically file by file into `out`
+// (created; an existing converted directory there is replaced file by file).
+// `weights`: backbone (with any LoRA already merged); `model`: the hybrid model whose
+// layers `layers` hold the trained methods; `tokenizer`: file to copy (may be empty).
+void export_converted(const std::filesystem::path& out, const model::ModelWeights& weights,
+                      const model::Transformer& model, const std::string& method,
+                      const std::vector<int64_t>& layers, const std::string& source_model,
+                      const std::filesystem::path& tokenizer);
+
+// True when `path` is a directory whose config.json carries "oal_conversion".
+bool is_converted_dir(const std::filesystem::path& path);
+
+// Loads any model path: a converted directory builds its hybrid attention, anything
+// else loads as load_model() does. Weights are moved to `device`.
+std::unique_ptr<model::Transformer> load_transformer(const std::string& path,
+                                                     model::TransformerOptions options = {},
+                                                     at::Device device = at::kCPU);
+
+// load_model(path) with every tensor moved to `device` (CPU: unchanged).
+model::ModelWeights load_weights_on(const std::string& path, at::Device device);
+
+}  // namespace oal::train

@@ -1,0 +1,98 @@
+#pragma once
+// LoRA fine-tuning of a (hybrid) model with the kernel parameters trained jointly
+// (paper App. F.2): next-token NLL on fixed-length blocks, AdamW (lr 5e-4, wd 0.01,
+// betas 0.9/0.999, eps 1e-8), linear warm-up over 5% then cosine decay, grad-norm clip
+// 1.0, validation NLL every K updates with the best checkpoint kept, checkpoints that
+// survive interruption and a resume that continues exactly where the run stopped.
+//
+// Determinism: block order is a seeded permutation per epoch, dropout is reseeded from
+// (seed, update) before every update, so an interrupted and resumed run performs the
+// same updates as an uninterrupted one.
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "oal/core/progress.h"
+#include "oal/model/lora.h"
+#include "oal/model/transformer.h"
+#include "oal/train/checkpoint.h"
+#include "oal/train/optimizer.h"
+
+namespace oal::train {
+
+struct FinetuneOptions {
+  int64_t steps = 0;             // optimizer updates, >= 1
+  int64_t batch = 1;             // blocks per update (no gradient accumulation)
+  AdamWOptions adamw;            // lr is the peak learning rate
+  double warmup_fraction = 0.05;
+  double clip_norm = 1.0;
+  int64_t eval_every = 128;      // validation + checkpoint every K updates (and at the end)
+  uint64_t seed = 42;
+};
+
+// Token blocks, int64 [N, ctx] on any device (moved to the model's device per update).
+struct FinetuneData {
+  at::Tensor train;  // N >= 1 blocks
+  at::Tensor val;    // M >= 1 blocks, same ctx
+};
+
+struct StepRecord {
+  int64_t step = 0;  // updates completed after this one (1-based)
+  double loss = 0;   // mean NLL of the update's batch
+  double lr = 0;
+  double grad_norm = 0;  // before clipping
+};
+
+struct ValRecord {
+  int64_t step = 0;  // updates completed (0 = before training)
+  double nll = 0;    // mean NLL per target over the validation blocks
+};
+
+struct FinetuneResult {
+  int64_t steps = 0;             // updates completed
+  int64_t resumed_from = -1;     // step of the checkpoint resumed from, -1 if none
+  int64_t best_step = 0;
+  double best_val_nll = 0;
+  std::vector<StepRecord> steps_log;
+  std::vector<ValRecord> val_log;  // includes step 0 (the unadapted model)
+  double seconds = 0;              // wall time of this invocation's updates
+  double tokens_per_second = 0;    // training tokens per second in this invocation
+};
+
+// For tests: `after_step` is called after every completed update (after its checkpoint
+// when one is due); throwing from it simulates an interruption between updates.
+// `checkpoint` is passed to save_checkpoint to simulate a crash in the middle of a save.
+struct FinetuneHooks {
+  std::function<void(int64_t step)> after_step;
+  CheckpointFaultHook checkpoint;
+};
+
+// Trains lora.parameters() and `kernel_params` (name -> leaf tensor with requires_grad;
+// may be empty) on data.train, validating on data.val, checkpointing into `run_dir`.
+// With `resume`, continues from run_dir's last checkpoint (which must come from the same
+// trainable tensors and options); without it, a run_dir that already holds checkpoints
+// is an error. On return the model holds the best checkpoint's tensors.
+// Errors (oal::Error "[finetune] ...") are raised before any update for: steps < 1,
+// batch < 1, empty data, ctx < 2, ctx beyond max_position_embeddings, token ids outside
+// the vocabulary, mismatched ctx between train and val.
+// Progress: (updates done, steps, "updates", "loss x lr y tok/s z").
+FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
+                        const std::map<std::string, at::Tensor>& kernel_params,
+                        const FinetuneData& data, const FinetuneOptions& options,
+                        const std::filesystem::path& run_dir, bool resume,
+                        const ProgressFn& progress = {}, const FinetuneHooks& hooks = {});
+
+// Mean next-token NLL per target over blocks [N, ctx] (no grad, adapters in eval mode),
+// `batch` blocks per forward.
+double mean_block_nll(const model::Transformer& model, const at::Tensor& blocks, int64_t batch = 1);
+
+// Deterministic block order: position i of the training stream (i = update·batch + b)
+// reads block order(i) of N, a Fisher–Yates permutation per epoch seeded by (seed, epoch).
+int64_t block_for_position(int64_t position, int64_t num_blocks, uint64_t seed);
+
+}  // namespace oal::train

@@ -1,0 +1,149 @@
+#include "oal/train/pipeline.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "oal/core/error.h"
+#include "oal/io/atomic_file.h"
+#include "oal/io/safetensors.h"
+#include "oal/model/find_tokenizer.h"
+#include "oal/model/hybrid.h"
+#include "oal/model/load.h"
+#include "oal/text/block_tensor.h"
+#include "oal/text/corpus.h"
+#include "oal/text/tokenizer.h"
+#include "oal/train/convert.h"
+
+namespace oal::train {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* k_op = "finetune";
+
+void require_file(const fs::path& p, const char* what) {
+  check(!p.empty(), k_op, "no {} given", what);
+  check(fs::is_regular_file(p), k_op, "{} '{}' does not exist", what, p.string());
+}
+
+at::Device parse_device(const std::string& s) {
+  try {
+    at::Device d(s);
+    check(d.is_cpu() || d.is_cuda(), k_op, "device must be cpu or cuda[:N], got '{}'", s);
+    check(!d.is_cuda() || at::hasCUDA(), k_op,
+          "device '{}' requested but this LibTorch build has no CUDA", s);
+    return d;
+  } catch (const c10::Error&) {
+    fail(k_op, "device must be cpu or cuda[:N], got '{}'", s);
+  }
+}
+
+// Blocks of `range` from a text file's token stream, int64 [N, ctx].
+at::Tensor text_blocks(const text::Tokenizer& tok, const fs::path& file, int64_t ctx,
+                       const std::string& range) {
+  const auto ids = tok.encode(text::read_text_file(file), false);
+  try {
+    return text::make_block_tensor(ids, ctx, text::parse_block_range(range));
+  } catch (const Error& e) {
+    fail(k_op, "{}: {}", file.string(), e.what());
+  }
+}
+
+}  // namespace
+
+ConvertResult run_convert(const ConvertOptions& o) {
+  check(!o.out.empty(), "convert", "no output directory given (--out)");
+  model::ModelWeights w = model::load_model(o.model);
+  const auto layers = o.method == "softmax" ? std::vector<int64_t>{}
+                                            : model::parse_converted_layers(o.layers, w.config.num_layers);
+  auto methods = methods_from_calibration(o.calib, w.config, o.method, layers, false);
+  const fs::path tok = model::find_tokenizer(o.model, o.tokenizer);
+  model::Transformer t(w);
+  model::apply_hybrid(t, methods);
+  export_converted(o.out, w, t, o.method, layers, o.model, tok);
+  return {layers, o.method, o.out};
+}
+
+FinetuneRunResult run_finetune(const FinetuneRunOptions& o, const ProgressFn& progress,
+                               const FinetuneHooks& hooks) {
+  // ---- validate everything cheap first --------------------------------------------
+  const auto& c = o.convert;
+  check(!c.out.empty(), k_op, "no output directory given (--out)");
+  require_file(o.train_text, "training text");
+  require_file(o.val_text, "validation text");
+  check(fs::exists(c.model), k_op, "model '{}' does not exist", c.model);
+  o.lora.validate();
+  const at::Device device = parse_device(o.device);
+  model::ModelWeights w = model::load_model(c.model);
+  const auto& cfg = w.config;
+  check(o.ctx >= 2, k_op, "ctx must be >= 2, got {}", o.ctx);
+  check(o.ctx <= cfg.max_position_embeddings, k_op,
+        "ctx {} is longer than the model supports (max_position_embeddings {})", o.ctx,
+        cfg.max_position_embeddings);
+  FinetuneRunResult res;
+  res.layers = c.method == "softmax" ? std::vector<int64_t>{}
+                                     : model::parse_converted_layers(c.layers, cfg.num_layers);
+  auto methods = methods_from_calibration(c.calib, cfg, c.method, res.layers, o.train_kernel);
+  const fs::path tok_path = model::find_tokenizer(c.model, c.tokenizer);
+  auto tok = text::load_tokenizer(tok_path);
+  FinetuneData data{text_blocks(*tok, o.train_text, o.ctx, o.train_blocks),
+                    text_blocks(*tok, o.val_text, o.ctx, o.val_blocks)};
+  res.train_blocks = data.train.size(0);
+  res.val_blocks = data.val.size(0);
+
+  // ---- build the hybrid model with adapters ---------------------------------------
+  model::ModelWeights on_device = w;
+  if (!device.is_cpu())
+    for (auto& [n, t] : on_device.tensors) t = t.to(device);
+  model::Transformer model(on_device);
+  model::apply_hybrid(model, methods);
+  if (!device.is_cpu())
+    for (int64_t l : res.layers)
+      for (auto p : model.attention(l).parameters()) p.set_data(p.data().to(device));
+  auto lora = model::LoraAdapters::attach(model, o.lora, o.train.seed);
+  const auto kernel = o.train_kernel ? kernel_parameters(model, res.layers)
+                                     : std::map<std::string, at::Tensor>{};
+  res.lora_parameters = lora.num_parameters();
+  for (const auto& [n, t] : kernel) res.kernel_parameters += t.numel();
+
+  res.train = finetune(model, lora, kernel, data, o.train, c.out, o.resume, progress, hooks);
+
+  // ---- export the best checkpoint -------------------------------------------------
+  const fs::path adapter = c.out / "adapter";
+  fs::create_directories(adapter);
+  std::map<std::string, at::Tensor> lt;
+  for (const auto& [n, t] : lora.named_tensors()) lt[n] = t.detach().to(at::kCPU);
+  io::write_safetensors(adapter / "adapter_model.safetensors", lt);
+  io::write_file_atomic(adapter / "adapter_config.json", lora.peft_config_json());
+  if (!kernel.empty()) {
+    std::map<std::string, at::Tensor> kt;
+    for (const auto& [n, t] : kernel) kt[n] = t.detach().to(at::kCPU);
+    io::write_safetensors(c.out / "kernel_params.safetensors", kt);
+  }
+  res.model_dir = c.out / "model";
+  export_converted(res.model_dir, lora.merged(w), model, c.method, res.layers, c.model, tok_path);
+
+  nlohmann::json j;
+  j["model"] = c.model;
+  j["calib"] = c.calib.string();
+  j["method"] = c.method;
+  j["layers"] = res.layers;
+  j["ctx"] = o.ctx;
+  j["steps"] = o.train.steps;
+  j["lora"] = {{"rank", o.lora.rank}, {"alpha", o.lora.alpha}, {"dropout", o.lora.dropout}};
+  j["lr"] = o.train.adamw.lr;
+  j["train_kernel"] = o.train_kernel;
+  j["train_blocks"] = res.train_blocks;
+  j["val_blocks"] = res.val_blocks;
+  j["lora_parameters"] = res.lora_parameters;
+  j["kernel_parameters"] = res.kernel_parameters;
+  j["best_step"] = res.train.best_step;
+  j["best_val_nll"] = res.train.best_val_nll;
+  nlohmann::json val = nlohmann::json::array();
+  for (const auto& v : res.train.val_log) val.push_back({{"step", v.step}, {"nll", v.nll}});
+  j["val"] = val;
+  io::write_file_atomic(c.out / "finetune.json", j.dump(2) + "\n");
+  return res;
+}
+
+}  // namespace oal::train
