@@ -1,0 +1,50 @@
+// Hybrid models: default layer ranges, bounds, and generation memory (KV cache grows in
+// softmax layers, the HD state of converted layers stays constant).
+#include <gtest/gtest.h>
+
+#include "oal/attention/oal_method.h"
+#include "oal/core/error.h"
+#include "oal/model/hybrid.h"
+#include "train/tiny_model.h"
+
+namespace {
+
+using namespace oal;
+
+TEST(Hybrid, DefaultRangeKeepsThreeLayersEachEndOrOneForShallowModels) {
+  EXPECT_EQ(model::default_converted_layers(24), (std::vector<int64_t>{3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+                                                                       13, 14, 15, 16, 17, 18, 19, 20}));
+  EXPECT_EQ(model::default_converted_layers(7), (std::vector<int64_t>{3}));
+  EXPECT_EQ(model::default_converted_layers(5), (std::vector<int64_t>{1, 2, 3}));  // stories260K
+  EXPECT_EQ(model::default_converted_layers(3), (std::vector<int64_t>{1}));
+  EXPECT_THROW(model::default_converted_layers(2), Error);
+  EXPECT_EQ(model::parse_converted_layers("1-3", 5), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_THROW(model::parse_converted_layers("1-5", 5), Error);
+}
+
+TEST(Hybrid, ConvertedLayersHoldConstantStateWhileSoftmaxCachesGrow) {
+  model::Transformer m(test::tiny_weights());
+  auto oal_method = std::make_shared<attn::QuadraticAttention>(attn::QuadraticAttention::from_kernels(
+      {attn::QuadraticKernel::taylor({{0, 1, 2, 3, 4, 5}, {6, 7}}),
+       attn::QuadraticKernel::taylor({{0, 1, 2, 3}, {4, 5, 6, 7}})},
+      {}, false));
+  model::apply_hybrid(m, {{1, oal_method}});
+  EXPECT_THROW(model::apply_hybrid(m, {{3, oal_method}}), Error);
+  auto states = [&] {
+    std::vector<std::unique_ptr<attn::DecodeState>> st = m.new_states(1);
+    m.extend_hidden(at::arange(8, at::kLong).unsqueeze(0), st);
+    auto before = model::layer_state_bytes(m, st);
+    m.extend_hidden(at::arange(20, at::kLong).unsqueeze(0) % 32, st);
+    return std::make_pair(before, model::layer_state_bytes(m, st));
+  }();
+  const auto& [before, after] = states;
+  EXPECT_EQ(before[1].method, "oal");
+  EXPECT_EQ(before[0].method, "softmax");
+  EXPECT_EQ(after[1].bytes, before[1].bytes);  // constant-size HD state
+  EXPECT_GT(after[0].bytes, before[0].bytes);  // KV cache grows with context
+  EXPECT_GT(after[2].bytes, before[2].bytes);
+  // The HD state: [B, Hkv, Df, Dv + 1] fp32 with Df = 1 + 8 + 36 = 45.
+  EXPECT_EQ(after[1].bytes, 1 * 1 * 45 * 9 * 4);
+}
+
+}  // namespace

@@ -1,0 +1,108 @@
+// `oal finetune`: convert layers of a model with a calibrated attention method and adapt
+// it with LoRA (kernel parameters trained jointly), paper App. F.2.
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "oal/train/pipeline.h"
+#include "progress_bar.h"
+
+namespace {
+
+struct FinetuneArgs {
+  oal::train::FinetuneRunOptions o;
+  std::string calib, tokenizer, out, train, val;
+  bool freeze_kernel = false, json = false, quiet = false;
+};
+
+void run(FinetuneArgs& a) {
+  auto& o = a.o;
+  o.convert.calib = a.calib;
+  o.convert.tokenizer = a.tokenizer;
+  o.convert.out = a.out;
+  o.train_text = a.train;
+  o.val_text = a.val;
+  o.train_kernel = !a.freeze_kernel;
+  oal::cli::ProgressBar bar("finetune", !a.quiet);
+  const auto r = oal::train::run_finetune(o, bar.fn());
+  bar.finish();
+  const auto& t = r.train;
+  if (a.json) {
+    nlohmann::json val = nlohmann::json::array();
+    for (const auto& v : t.val_log) val.push_back({{"step", v.step}, {"nll", v.nll}});
+    nlohmann::json j = {{"method", o.convert.method},
+                        {"layers", r.layers},
+                        {"steps", t.steps},
+                        {"resumed_from", t.resumed_from},
+                        {"initial_val_nll", t.val_log.front().nll},
+                        {"best_val_nll", t.best_val_nll},
+                        {"best_step", t.best_step},
+                        {"val", val},
+                        {"lora_parameters", r.lora_parameters},
+                        {"kernel_parameters", r.kernel_parameters},
+                        {"train_blocks", r.train_blocks},
+                        {"val_blocks", r.val_blocks},
+                        {"tokens_per_second", t.tokens_per_second},
+                        {"model_dir", r.model_dir.string()}};
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  fmt::print("method {} on layers [{}], LoRA r={} alpha={} dropout={}: {} adapter + {} kernel "
+             "parameters trained\n",
+             o.convert.method, fmt::join(r.layers, ","), o.lora.rank, o.lora.alpha, o.lora.dropout,
+             r.lora_parameters, r.kernel_parameters);
+  if (t.resumed_from >= 0) fmt::print("resumed from update {}\n", t.resumed_from);
+  fmt::print("{} updates on {} training blocks ({:.0f} tokens/s)\n", t.steps, r.train_blocks,
+             t.tokens_per_second);
+  fmt::print("validation NLL ({} blocks):", r.val_blocks);
+  for (const auto& v : t.val_log) fmt::print("  {}: {:.4f}", v.step, v.nll);
+  fmt::print("\nbest: update {} (NLL {:.4f}, PPL {:.3f}); converted model written to {}\n",
+             t.best_step, t.best_val_nll, std::exp(t.best_val_nll), r.model_dir.string());
+}
+
+oal::cli::Registrar reg{
+    "finetune", "Convert layers to a calibrated attention method and adapt with LoRA",
+    [](CLI::App& app) {
+      auto a = std::make_shared<FinetuneArgs>();
+      auto& o = a->o;
+      app.add_option("--model", o.convert.model, "Source model (HF dir or llama2.c .bin)")->required();
+      app.add_option("--calib", a->calib, "Calibration run directory (oal calibrate); not needed for softmax");
+      app.add_option("--method", o.convert.method,
+                     "oal | global | taylorshift | performer | dijiang | spectraformer | softmax")
+          ->capture_default_str();
+      app.add_option("--layers", o.convert.layers,
+                     "Layers to convert: 'default' (all but the first and last three; one each "
+                     "for models under 7 layers) or a list such as 1-3")
+          ->capture_default_str();
+      app.add_option("--train", a->train, "Training text file")->required();
+      app.add_option("--val", a->val, "Validation text file")->required();
+      app.add_option("--train-blocks", o.train_blocks, "Training block range A:B")->capture_default_str();
+      app.add_option("--val-blocks", o.val_blocks, "Validation block range A:B")->capture_default_str();
+      app.add_option("--steps", o.train.steps, "Optimizer updates")->required();
+      app.add_option("--ctx", o.ctx, "Tokens per block")->required();
+      app.add_option("--out", a->out, "Run directory (checkpoints, adapters, converted model)")->required();
+      app.add_flag("--resume", o.resume, "Continue from the run directory's last checkpoint");
+      app.add_option("--batch", o.train.batch, "Blocks per update")->capture_default_str();
+      app.add_option("--lr", o.train.adamw.lr, "Peak learning rate")->capture_default_str();
+      app.add_option("--weight-decay", o.train.adamw.weight_decay, "AdamW weight decay")->capture_default_str();
+      app.add_option("--warmup", o.train.warmup_fraction, "Warm-up fraction of updates")->capture_default_str();
+      app.add_option("--clip", o.train.clip_norm, "Gradient-norm clip")->capture_default_str();
+      app.add_option("--eval-every", o.train.eval_every, "Validate and checkpoint every K updates")
+          ->capture_default_str();
+      app.add_option("--seed", o.train.seed, "Seed (block order, dropout, adapter init)")->capture_default_str();
+      app.add_option("--rank", o.lora.rank, "LoRA rank")->capture_default_str();
+      app.add_option("--alpha", o.lora.alpha, "LoRA alpha")->capture_default_str();
+      app.add_option("--dropout", o.lora.dropout, "LoRA dropout")->capture_default_str();
+      app.add_flag("--freeze-kernel", a->freeze_kernel, "Train LoRA only (kernel parameters fixed)");
+      app.add_option("--device", o.device, "cpu | cuda[:N]")->capture_default_str();
+      app.add_option("--tokenizer", a->tokenizer, "Tokenizer file (default: beside the model)");
+      app.add_flag("--quiet", a->quiet, "No progress bar");
+      app.add_flag("--json", a->json, "Machine-readable output");
+      return [a] { run(*a); };
+    }};
+
+}  // namespace
