@@ -1,0 +1,314 @@
+#include "oal/eval/bench_methods.h"
+
+#include <ATen/core/grad_mode.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "oal/attention/fast_paths.h"
+#include "oal/attention/quadratic.h"
+#include "oal/core/error.h"
+#include "oal/eval/bench.h"
+#include "oal/kernels/cpu/flash_softmax.h"
+#include "oal/kernels/cpu/oal_prefill.h"
+
+namespace oal::eval {
+namespace {
+
+namespace kc = oal::kernels::cpu;
+
+int64_t elem_bytes(at::ScalarType t) { return static_cast<int64_t>(c10::elementSize(t)); }
+
+double scale_of(const BenchShape& s) { return 1.0 / std::sqrt(static_cast<double>(s.dim)); }
+
+// ---- softmax-flash ------------------------------------------------------------------
+
+// KV cache in the kernel's layout: Kᵀ [B·Hkv, D, cap] and V [B·Hkv, cap, Dv], fp32.
+class FlashDecoder : public BenchDecoder {
+ public:
+  FlashDecoder(const BenchShape& s, at::ScalarType dtype, int64_t cap)
+      : s_(s), dtype_(dtype), cap_(cap) {
+    kt_ = at::zeros({s.batch * s.kv_heads, s.dim, cap});
+    v_ = at::zeros({s.batch * s.kv_heads, cap, s.value_dim});
+    q32_ = at::empty({s.batch, s.q_heads, s.dim});
+  }
+  void prime(const at::Tensor&, const at::Tensor& k, const at::Tensor& v) override {
+    const int64_t n = k.size(2);
+    check(len_ + n <= cap_, "bench", "decoder capacity {} exceeded", cap_);
+    kt_.narrow(2, len_, n).copy_(k.reshape({-1, n, s_.dim}).transpose(1, 2));
+    v_.narrow(1, len_, n).copy_(v.reshape({-1, n, s_.value_dim}));
+    len_ += n;
+  }
+  void step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor& y) override {
+    check(len_ < cap_, "bench", "decoder capacity {} exceeded", cap_);
+    kt_.select(2, len_).copy_(k.reshape({-1, s_.dim}));
+    v_.select(1, len_).copy_(v.reshape({-1, s_.value_dim}));
+    ++len_;
+    q32_.copy_(q);
+    kc::AttentionDims d;
+    d.batch = s_.batch;
+    d.q_heads = s_.q_heads;
+    d.kv_heads = s_.kv_heads;
+    d.q_len = 1;
+    d.k_len = len_;
+    d.dim = s_.dim;
+    d.value_dim = s_.value_dim;
+    kc::flash_softmax_kt_f32(d, q32_.data_ptr<float>(), kt_.data_ptr<float>(), cap_,
+                             v_.data_ptr<float>(), cap_, y.data_ptr<float>(),
+                             static_cast<float>(scale_of(s_)));
+  }
+  // The logical cache: keys and values of the absorbed tokens in the benchmark dtype.
+  int64_t state_bytes() const override {
+    return s_.batch * s_.kv_heads * len_ * (s_.dim + s_.value_dim) * elem_bytes(dtype_);
+  }
+
+ private:
+  BenchShape s_;
+  at::ScalarType dtype_;
+  int64_t cap_, len_ = 0;
+  at::Tensor kt_, v_, q32_;
+};
+
+BenchMethod softmax_common(const BenchShape& s, std::string name) {
+  BenchMethod m;
+  m.name = std::move(name);
+  m.quadratic = true;
+  m.prefill_flops = [s](int64_t n) { return softmax_prefill_flops(s, n); };
+  m.decode_flops = [s](int64_t n) { return softmax_decode_flops(s, n); };
+  m.state_bytes = [s](int64_t n, at::ScalarType t) {
+    return s.batch * s.kv_heads * n * (s.dim + s.value_dim) * elem_bytes(t);
+  };
+  return m;
+}
+
+BenchMethod softmax_flash(const BenchShape& s) {
+  BenchMethod m = softmax_common(s, "softmax-flash");
+  auto notice = m.notice;
+  m.prefill = [notice](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+    auto r = attn::softmax_attention_fast(q, k, v);
+    *notice = r.notice;
+    return r.y;
+  };
+  m.decoder = [s](at::ScalarType t, int64_t cap) -> std::unique_ptr<BenchDecoder> {
+    return std::make_unique<FlashDecoder>(s, t, cap);
+  };
+  return m;
+}
+
+// ---- softmax-torch: what a LibTorch 1.13 user writes (no SDPA there) ------------------
+
+at::Tensor torch_softmax_prefill(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 double scale) {
+  const int64_t group = q.size(1) / k.size(1), n = q.size(2);
+  const at::Tensor kr = k.repeat_interleave(group, 1), vr = v.repeat_interleave(group, 1);
+  at::Tensor scores = at::matmul(q, kr.transpose(-2, -1)).mul_(scale);
+  const at::Tensor mask = at::ones({n, n}, q.options().dtype(at::kBool)).triu_(1);
+  scores.masked_fill_(mask, -std::numeric_limits<double>::infinity());
+  return at::matmul(at::softmax(scores, -1), vr);
+}
+
+class TorchDecoder : public BenchDecoder {
+ public:
+  TorchDecoder(const BenchShape& s, at::ScalarType dtype, int64_t cap) : s_(s), cap_(cap) {
+    k_ = at::zeros({s.batch, s.kv_heads, cap, s.dim}, at::TensorOptions().dtype(dtype));
+    v_ = at::zeros({s.batch, s.kv_heads, cap, s.value_dim}, at::TensorOptions().dtype(dtype));
+  }
+  void prime(const at::Tensor&, const at::Tensor& k, const at::Tensor& v) override {
+    const int64_t n = k.size(2);
+    check(len_ + n <= cap_, "bench", "decoder capacity {} exceeded", cap_);
+    k_.narrow(2, len_, n).copy_(k);
+    v_.narrow(2, len_, n).copy_(v);
+    len_ += n;
+  }
+  void step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor& y) override {
+    check(len_ < cap_, "bench", "decoder capacity {} exceeded", cap_);
+    k_.select(2, len_).copy_(k);
+    v_.select(2, len_).copy_(v);
+    ++len_;
+    const int64_t group = s_.q_heads / s_.kv_heads;
+    const at::Tensor qg = q.reshape({s_.batch, s_.kv_heads, group, s_.dim});
+    const at::Tensor kn = k_.narrow(2, 0, len_), vn = v_.narrow(2, 0, len_);
+    const at::Tensor p = at::softmax(at::matmul(qg, kn.transpose(-2, -1)).mul_(scale_of(s_)), -1);
+    y.copy_(at::matmul(p, vn).reshape({s_.batch, s_.q_heads, s_.value_dim}));
+  }
+  int64_t state_bytes() const override {
+    return s_.batch * s_.kv_heads * len_ * (s_.dim + s_.value_dim) * k_.element_size();
+  }
+
+ private:
+  BenchShape s_;
+  int64_t cap_, len_ = 0;
+  at::Tensor k_, v_;
+};
+
+BenchMethod softmax_torch(const BenchShape& s) {
+  BenchMethod m = softmax_common(s, "softmax-torch");
+  m.prefill = [s](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+    return torch_softmax_prefill(q, k, v, scale_of(s));
+  };
+  // Scores and their softmax ([B, Hq, N, N] each, input dtype) dominate.
+  m.prefill_bytes = [s](int64_t n, at::ScalarType t) {
+    return 2 * s.batch * s.q_heads * n * n * elem_bytes(t);
+  };
+  m.decoder = [s](at::ScalarType t, int64_t cap) -> std::unique_ptr<BenchDecoder> {
+    return std::make_unique<TorchDecoder>(s, t, cap);
+  };
+  return m;
+}
+
+// ---- oal / global on the CPU kernels ---------------------------------------------------
+
+// G groups over d dims: group 0 the bulk, groups 1..G-1 two "outlier" dims each (spread
+// over the head), Taylor-initialised and perturbed (seeded) so heads differ.
+attn::LayerKernels bench_kernels(const BenchShape& s, int64_t groups) {
+  std::vector<attn::QuadraticKernel> heads;
+  for (int64_t h = 0; h < s.q_heads; ++h) {
+    std::vector<std::vector<int64_t>> g(static_cast<size_t>(groups));
+    for (int64_t r = 0; r < s.dim; ++r) {
+      const int64_t slot = (r * 7 + h * 3) % s.dim;  // a per-head shuffle of the dims
+      const int64_t gi = slot < 2 * (groups - 1) ? 1 + slot / 2 : 0;
+      g[static_cast<size_t>(gi)].push_back(r);
+    }
+    heads.push_back(attn::QuadraticKernel::taylor(g).perturbed(0.05, s.seed + 17 * h));
+  }
+  return attn::LayerKernels::from(heads, at::kFloat);
+}
+
+class OalDecoder : public BenchDecoder {
+ public:
+  OalDecoder(const BenchShape& s, const attn::LayerKernels& kernels)
+      : state_(kernels, s.batch, s.chunk) {
+    q32_ = at::empty({s.batch, s.q_heads, s.dim});
+    k32_ = at::empty({s.batch, s.kv_heads, s.dim});
+    v32_ = at::empty({s.batch, s.kv_heads, s.value_dim});
+  }
+  void prime(const at::Tensor&, const at::Tensor& k, const at::Tensor& v) override {
+    state_.absorb(k, v);
+  }
+  void step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor& y) override {
+    q32_.copy_(q);
+    k32_.copy_(k);
+    v32_.copy_(v);
+    state_.step_into(q32_, k32_, v32_, y);
+  }
+  int64_t state_bytes() const override { return state_.state_bytes(); }
+
+ private:
+  attn::OalFastDecodeState state_;
+  at::Tensor q32_, k32_, v32_;
+};
+
+BenchMethod quadratic_method(const BenchShape& s, std::string name, int64_t groups) {
+  BenchMethod m;
+  m.name = std::move(name);
+  auto kernels = std::make_shared<attn::LayerKernels>(bench_kernels(s, groups));
+  // Structural preparation (fp32 coefficients) is reused across timed calls, as in App. E.
+  auto plan = std::make_shared<kc::OalPlan>(
+      kc::OalPlan::build(kernels->group_of, kernels->L, kernels->eps));
+  auto notice = m.notice;
+  m.prefill = [s, kernels, plan, notice](const at::Tensor& q, const at::Tensor& k,
+                                         const at::Tensor& v) {
+    auto r = attn::oal_prefill_fast(q, k, v, *kernels, s.chunk, nullptr, plan.get());
+    *notice = r.notice;
+    return r.y;
+  };
+  m.decoder = [s, kernels](at::ScalarType, int64_t) -> std::unique_ptr<BenchDecoder> {
+    return std::make_unique<OalDecoder>(s, *kernels);
+  };
+  m.prefill_flops = [s](int64_t n) {
+    kc::AttentionDims d;
+    d.batch = s.batch;
+    d.q_heads = s.q_heads;
+    d.kv_heads = s.kv_heads;
+    d.q_len = d.k_len = n;
+    d.dim = s.dim;
+    d.value_dim = s.value_dim;
+    return kc::oal_prefill_flops(d, s.chunk);
+  };
+  m.decode_flops = [s](int64_t) { return oal_decode_flops(s); };
+  m.state_bytes = [s](int64_t, at::ScalarType) {
+    return s.batch * s.kv_heads * kc::oal_feature_dim(s.dim) * (s.value_dim + 1) *
+           static_cast<int64_t>(sizeof(float));
+  };
+  return m;
+}
+
+// ---- generic AttentionMethod --------------------------------------------------------------
+
+class AttentionDecoder : public BenchDecoder {
+ public:
+  AttentionDecoder(std::shared_ptr<const attn::AttentionMethod> m, int64_t batch)
+      : state_(m->new_state(batch)) {}
+  void prime(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) override {
+    at::NoGradGuard ng;
+    state_->extend(q, k, v);
+  }
+  void step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor& y) override {
+    at::NoGradGuard ng;
+    y.copy_(state_->step(q, k, v));
+  }
+  int64_t state_bytes() const override { return state_->state_bytes(); }
+
+ private:
+  std::unique_ptr<attn::DecodeState> state_;
+};
+
+std::map<std::string, BenchFactory>& registry() {
+  static std::map<std::string, BenchFactory> r;
+  return r;
+}
+
+std::vector<std::string>& order() {
+  static std::vector<std::string> o = {"softmax-flash", "softmax-torch", "oal", "global"};
+  return o;
+}
+
+void ensure_builtins() {
+  auto& r = registry();
+  if (!r.empty()) return;
+  r["softmax-flash"] = softmax_flash;
+  r["softmax-torch"] = softmax_torch;
+  r["oal"] = [](const BenchShape& s) { return quadratic_method(s, "oal", s.oal_groups); };
+  r["global"] = [](const BenchShape& s) { return quadratic_method(s, "global", 1); };
+}
+
+}  // namespace
+
+void register_bench_method(const std::string& name, BenchFactory factory) {
+  ensure_builtins();
+  if (registry().count(name) == 0) order().push_back(name);
+  registry()[name] = std::move(factory);
+}
+
+std::vector<std::string> bench_method_names() {
+  ensure_builtins();
+  return order();
+}
+
+BenchMethod make_bench_method(const std::string& name, const BenchShape& shape) {
+  ensure_builtins();
+  auto it = registry().find(name);
+  if (it == registry().end()) {
+    std::string known;
+    for (const auto& n : order()) known += (known.empty() ? "" : ", ") + n;
+    fail("bench", "unknown method '{}': expected one of {}", name, known);
+  }
+  return it->second(shape);
+}
+
+BenchMethod bench_method_from_attention(std::shared_ptr<const attn::AttentionMethod> method,
+                                        const BenchShape& shape) {
+  BenchMethod m;
+  m.name = method->name();
+  m.prefill = [method](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+    at::NoGradGuard ng;
+    return method->forward(q, k, v);
+  };
+  m.decoder = [method, shape](at::ScalarType, int64_t) -> std::unique_ptr<BenchDecoder> {
+    return std::make_unique<AttentionDecoder>(method, shape.batch);
+  };
+  return m;
+}
+
+}  // namespace oal::eval
