@@ -1,0 +1,99 @@
+#pragma once
+// The heterogeneity analysis of a model (paper §3, App. A): per layer and query head,
+// contribution scores χ (Eq. 2) on calibration prompts, top-k contribution share vs an
+// isotropic Gaussian control (Fig. 5), stability on held-out prompts (Fig. 6) and across
+// prefix lengths (Table 4); per layer, the residual-stream activation profile (Fig. 7).
+//
+// Top-k share (documented choice): χ_r is signed (a mean of q_r k_r products), so its
+// "share" is not a fraction. The share is taken of the magnitude counterpart
+//   A_r = mean over prompts of (1/|Ω_p|) Σ_{j<=i} |q_{i,r} k_{j,r}| / sqrt(d)  (>= |χ_r|),
+//   top_share = Σ_{r in top-k of A} A_r / Σ_r A_r.
+// Under the isotropic Gaussian control every A_r has the same expectation, so the share
+// is ≈ k/d (7.8% for k = 5, d = 64 — the value the paper's Fig. 5 shows for its controls);
+// concentrated heads score far above it. "gaussian_real_coords_share" is the control's
+// share on the real head's top-k coordinates (Fig. 5's third bar).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "oal/analysis/activation_profile.h"
+#include "oal/core/progress.h"
+#include "oal/model/transformer.h"
+#include "oal/text/tokenizer.h"
+
+namespace oal::analysis {
+
+// Token sequences the analysis runs on.
+struct PromptSet {
+  std::vector<std::vector<int32_t>> calibration;  // grouping statistics (paper: 40)
+  std::vector<std::vector<int32_t>> heldout;      // stability check (may be empty)
+  std::vector<int32_t> prefix_sequence;           // one long sequence for Table 4
+};
+
+struct PromptOptions {
+  int64_t calibration = 40;        // K calibration prompts (>= 2 for the bootstrap)
+  double heldout_fraction = 0.5;   // held-out prompts = round(F K), taken after them
+  int64_t ctx = 256;               // max tokens per prompt and prefix-sequence length
+};
+
+// Paragraphs 0..K-1 → calibration, the next round(F K) → held-out; each encoded with
+// BOS and cut to ctx tokens. The prefix sequence is BOS + the paragraphs' tokens
+// (encoded without BOS) concatenated, cut to ctx. Throws oal::Error("[analyze] ...")
+// for no paragraphs, fewer paragraphs than needed, K < 2, F outside [0, 1], ctx < 2.
+PromptSet make_prompt_set(const std::vector<std::string>& paragraphs,
+                          const text::Tokenizer& tokenizer, const PromptOptions& options);
+
+struct AnalyzeOptions {
+  std::vector<int64_t> layers;  // layers to analyse (empty: all)
+  int64_t top_k = 5;            // k of the top-k statistics (clamped to d)
+  int64_t min_prefix = 16;      // shortest prefix length in the prefix study
+  uint64_t seed = 0;            // Gaussian-control seed
+  ProgressFn progress;          // ("prompts") per forward
+};
+
+struct PrefixPoint {
+  int64_t length = 0;
+  std::vector<double> normalized_top;  // χ_r / Σ_t χ_t (%) for the full-length top-k dims
+  double spearman = 0.0;               // Spearman ρ of χ at this length vs full length
+};
+
+struct HeadAnalysis {
+  int64_t head = 0, kv_head = 0;
+  std::vector<double> chi;                          // [d] calibration mean (Eq. 2)
+  std::vector<std::vector<double>> chi_per_prompt;  // [P][d] (bootstrap input)
+  std::vector<double> magnitude;                    // [d] A_r
+  std::vector<int64_t> order;                       // ascending stable order of χ
+  std::vector<int64_t> top_dims;                    // top-k of χ, largest first
+  double top_share = 0.0;                           // top-k share of A
+  double gaussian_top_share = 0.0;                  // same statistic, Gaussian control
+  double gaussian_real_coords_share = 0.0;          // control's share on real top-k of A
+  std::vector<double> chi_heldout;                  // [d] held-out mean (empty if none)
+  double heldout_spearman = 0.0;
+  int64_t heldout_top_overlap = 0;                  // |top-k(cal) ∩ top-k(held-out)|
+  std::vector<int64_t> prefix_top_dims;             // top-k of χ on the full prefix sequence
+  std::vector<PrefixPoint> prefix;                  // ascending lengths
+};
+
+struct LayerAnalysis {
+  int64_t layer = 0;
+  std::vector<HeadAnalysis> heads;
+  ActivationSummary activation;  // residual stream after this layer
+};
+
+struct AnalysisResult {
+  std::string model;  // path or name, informational
+  int64_t num_layers = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, hidden_size = 0;
+  int64_t top_k = 5, ctx = 0;
+  uint64_t seed = 0;
+  std::vector<int64_t> calibration_lengths, heldout_lengths;
+  std::vector<LayerAnalysis> layers;  // ascending layer index
+  const LayerAnalysis& layer(int64_t index) const;  // throws when not analysed
+};
+
+// Runs the model over every prompt (one forward each, no grad) and computes the report.
+// Throws oal::Error("[analyze] ...") for an unknown or repeated layer, an empty prompt
+// set or prompts longer than the model's context.
+AnalysisResult analyze_model(const model::Transformer& model, const PromptSet& prompts,
+                             const AnalyzeOptions& options);
+
+}  // namespace oal::analysis
