@@ -9,6 +9,7 @@
 #include "command.h"
 #include "oal/eval/demo_operator.h"
 #include "oal/eval/demo_report.h"
+#include "oal/train/demo_adapt.h"
 
 namespace {
 
@@ -48,6 +49,7 @@ oal::cli::Registrar reg{
             std::fflush(stderr);
           };
         report.sections.push_back(oal::eval::operator_demo(a->op, progress));
+        report.sections.push_back(oal::train::adapt_demo({}, progress));
         if (a->json)
           fmt::print("{}\n", report.to_json().dump(2));
         else
