@@ -11,6 +11,7 @@
 #include "oal/model/find_tokenizer.h"
 #include "oal/model/generate.h"
 #include "oal/model/load.h"
+#include "oal/train/convert.h"
 #include "oal/text/tokenizer.h"
 
 namespace {
@@ -38,8 +39,10 @@ std::vector<int64_t> stop_tokens(const oal::model::ModelConfig& c, const oal::te
 void run(const GenerateArgs& a) {
   oal::check(!a.prompt.empty(), "generate", "empty --prompt; expected some text to continue");
   auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
-  const oal::model::Transformer model(oal::model::load_model(a.model),
-                                      {.keep_weight_dtype = a.keep_dtype});
+  // load_transformer: a converted directory (oal convert / finetune) gets its hybrid
+  // attention; any other model loads as load_model() does.
+  const auto model_ptr = oal::train::load_transformer(a.model, {.keep_weight_dtype = a.keep_dtype});
+  const oal::model::Transformer& model = *model_ptr;
   const std::vector<int32_t> prompt = tok->encode(a.prompt, /*add_bos=*/true);
   oal::model::GenerateOptions o;
   o.max_new_tokens = a.n;
