@@ -1,0 +1,116 @@
+// `oal analyze` and `oal group` end to end on stories260K, and their input errors.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/shared_data.h"
+#include "oal/attention/kernel_json.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out, err;
+};
+
+fs::path analysis_temp_dir() {
+  auto d = fs::temp_directory_path() /
+           ("oal_cli_analysis_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  fs::create_directories(d);
+  return d;
+}
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+Result run_oal(const std::string& args, const fs::path& dir) {
+  const std::string cmd = std::string("'") + OAL_CLI_PATH + "' " + args + " >'" +
+                          (dir / "stdout").string() + "' 2>'" + (dir / "stderr").string() + "'";
+  const int raw = std::system(cmd.c_str());
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_all(dir / "stdout"), read_all(dir / "stderr")};
+}
+
+}  // namespace
+
+TEST(CliAnalysis, Stories260KAnalyzeThenGroup) {
+  const auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
+  const auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
+  const fs::path dir = analysis_temp_dir();
+  const fs::path out = dir / "analysis";
+  Result a = run_oal("analyze --model '" + model.string() + "' --text '" + text.string() +
+                         "' --out '" + out.string() +
+                         "' --prompts 40 --heldout-fraction 0.25 --ctx 128 --bootstrap 200 --json",
+                     dir);
+  ASSERT_EQ(a.status, 0) << a.err;
+  const auto summary = nlohmann::json::parse(a.out);
+  EXPECT_EQ(summary["layers"].size(), 5u);
+  for (const char* f : {"analysis.json", "contribution_layer0.svg", "contribution_layer4.svg",
+                        "activation_profile.svg", "top_share_heatmap.svg"})
+    EXPECT_TRUE(fs::exists(out / f)) << f;
+
+  Result g = run_oal("group --analysis '" + (out / "analysis.json").string() + "' --out '" +
+                         (dir / "kernels.json").string() + "' --bootstrap 200 --seed 1",
+                     dir);
+  ASSERT_EQ(g.status, 0) << g.err;
+  EXPECT_NE(g.out.find("group counts:"), std::string::npos) << g.out;
+  const oal::attn::ModelKernels k = oal::attn::read_kernels(dir / "kernels.json");
+  EXPECT_EQ(k.head_dim, 8);
+  ASSERT_EQ(k.layers.size(), 5u);
+  for (const auto& [layer, heads] : k.layers) {
+    ASSERT_EQ(heads.size(), 8u);
+    for (const auto& kernel : heads) EXPECT_GE(kernel.num_groups(), 2) << "layer " << layer;
+  }
+  // Same seed → same file.
+  Result g2 = run_oal("group --analysis '" + (out / "analysis.json").string() + "' --out '" +
+                          (dir / "kernels2.json").string() + "' --bootstrap 200 --seed 1 --quiet",
+                      dir);
+  ASSERT_EQ(g2.status, 0) << g2.err;
+  EXPECT_EQ(read_all(dir / "kernels.json"), read_all(dir / "kernels2.json"));
+  // Fixed budget.
+  Result gb = run_oal("group --analysis '" + (out / "analysis.json").string() + "' --out '" +
+                          (dir / "k3.json").string() + "' --budget 3 --json",
+                      dir);
+  ASSERT_EQ(gb.status, 0) << gb.err;
+  EXPECT_EQ(nlohmann::json::parse(gb.out)["layers"][0]["heads"][0]["group_count"], 3);
+  fs::remove_all(dir);
+}
+
+TEST(CliAnalysis, BadInputExitsWithAClearError) {
+  const auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
+  const auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
+  const fs::path dir = analysis_temp_dir();
+  const std::string base = "analyze --model '" + model.string() + "' --out '" +
+                           (dir / "a").string() + "' --quiet ";
+  {
+    std::ofstream(dir / "empty.txt") << "\n\n  \n";
+  }
+  Result empty = run_oal(base + "--text '" + (dir / "empty.txt").string() + "'", dir);
+  EXPECT_EQ(empty.status, 1);
+  EXPECT_NE(empty.err.find("no paragraphs"), std::string::npos) << empty.err;
+  {
+    std::ofstream(dir / "three.txt") << "One day.\n\nTwo days.\n\nThree days.\n";
+  }
+  Result few = run_oal(base + "--text '" + (dir / "three.txt").string() + "' --prompts 5", dir);
+  EXPECT_EQ(few.status, 1);
+  EXPECT_NE(few.err.find("the text has 3 paragraphs"), std::string::npos) << few.err;
+  Result layer = run_oal(base + "--text '" + text.string() + "' --layers 7", dir);
+  EXPECT_EQ(layer.status, 1);
+  EXPECT_NE(layer.err.find("error:"), std::string::npos) << layer.err;
+  Result alpha = run_oal(base + "--text '" + text.string() + "' --alpha 1.5", dir);
+  EXPECT_EQ(alpha.status, 1);
+  EXPECT_NE(alpha.err.find("alpha = 1.5"), std::string::npos) << alpha.err;
+  EXPECT_FALSE(fs::exists(dir / "a" / "analysis.json"));
+  fs::remove_all(dir);
+}
