@@ -7,6 +7,7 @@
 #include <string>
 
 #include "command.h"
+#include "oal/eval/demo_analysis.h"
 #include "oal/eval/demo_operator.h"
 #include "oal/eval/demo_report.h"
 #include "oal/train/demo_adapt.h"
@@ -49,6 +50,7 @@ oal::cli::Registrar reg{
             std::fflush(stderr);
           };
         report.sections.push_back(oal::eval::operator_demo(a->op, progress));
+        report.sections.push_back(oal::eval::analysis_demo({}, progress));
         report.sections.push_back(oal::train::adapt_demo({}, progress));
         if (a->json)
           fmt::print("{}\n", report.to_json().dump(2));
