@@ -1,0 +1,200 @@
+// The model commands of the built `oal` binary: info, generate, ppl, capture — outputs,
+// exit codes and error messages.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/shared_data.h"
+#include "oal/model/capture.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CliResult {
+  int status = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// A fresh directory per test and tag ("io" holds the command's captured output, so
+// creating it never wipes the test's own input files).
+fs::path cli_temp_dir(const std::string& tag = "data") {
+  auto d = fs::temp_directory_path() /
+           ("oal_cli_model_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + tag);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// Runs `oal <args>` through the shell, stdout and stderr to files.
+CliResult oal_run(const std::string& args) {
+  const fs::path dir = cli_temp_dir("io");
+  const std::string cmd = std::string("'") + OAL_CLI_PATH + "' " + args + " >'" +
+                          (dir / "out").string() + "' 2>'" + (dir / "err").string() + "'";
+  const int raw = std::system(cmd.c_str());
+  CliResult r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = slurp(dir / "out");
+  r.err = slurp(dir / "err");
+  return r;
+}
+
+std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
+
+}  // namespace
+
+TEST(CliModel, HelpForEveryCommand) {
+  for (const char* cmd : {"info", "generate", "ppl", "capture"}) {
+    const CliResult r = oal_run(std::string(cmd) + " --help");
+    EXPECT_EQ(r.status, 0) << cmd;
+    EXPECT_NE(r.out.find("--model"), std::string::npos) << cmd;
+  }
+}
+
+TEST(CliModel, InfoJsonDescribesStories260k) {
+  auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
+  const CliResult r = oal_run("info --model " + q(model) + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("num_layers"), 5);
+  EXPECT_EQ(j.at("hidden_size"), 64);
+  EXPECT_EQ(j.at("num_kv_heads"), 4);
+  EXPECT_EQ(j.at("vocab_size"), 512);
+  EXPECT_EQ(j.at("rope_style"), "adjacent");
+  EXPECT_NE(j.at("tokenizer").get<std::string>().find("tok512.bin"), std::string::npos);
+  const CliResult text = oal_run("info --model " + q(model));
+  EXPECT_EQ(text.status, 0);
+  EXPECT_NE(text.out.find("layers"), std::string::npos);
+}
+
+TEST(CliModel, GenerateGreedyStreamsTheReference) {
+  auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
+  OAL_REQUIRE_SHARED_FILE("tok512.bin");
+  const CliResult r = oal_run("generate --model " + q(model) + " --prompt 'Once upon a time' -n 60");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "Once upon a time, there was a little girl named Lily. She loved to play outside in "
+            "the park. One day, she saw a big, red ball. She wanted to play with it, but it was "
+            "too high.\nLily\n");
+  EXPECT_NE(r.err.find("tokens/s"), std::string::npos);
+}
+
+TEST(CliModel, GenerateSamplingIsSeeded) {
+  auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
+  const std::string base = "generate --model " + q(model) + " --prompt 'Once upon a time' -n 30 "
+                           "--temp 0.9 --top-p 0.9 --json --ignore-eos ";
+  const CliResult a = oal_run(base + "--seed 1"), b = oal_run(base + "--seed 1"), c = oal_run(base + "--seed 2");
+  ASSERT_EQ(a.status, 0) << a.err;
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out),
+             jc = nlohmann::json::parse(c.out);
+  EXPECT_EQ(ja.at("tokens"), jb.at("tokens"));
+  EXPECT_NE(ja.at("tokens"), jc.at("tokens"));
+  EXPECT_EQ(ja.at("tokens").size(), 30u);
+}
+
+TEST(CliModel, PplMatchesTinyStoriesReference) {
+  auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
+  auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
+  const CliResult r = oal_run("ppl --model " + q(model) + " --text " + q(text) + " --ctx 256 --batch 8 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(j.at("ppl").get<double>(), 5.0078, 5.0078e-3);  // within 0.1%
+  EXPECT_EQ(j.at("blocks"), 915);
+  EXPECT_EQ(j.at("tokens"), 233325);
+  EXPECT_NEAR(j.at("nll").get<double>(), 1.610987, 2e-4);
+  EXPECT_GT(j.at("ppl_stderr").get<double>(), 0.0);
+  EXPECT_GT(j.at("tokens_per_second").get<double>(), 0.0);
+}
+
+TEST(CliModel, PplTextOutputAndMaxBlocks) {
+  auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
+  auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
+  const CliResult r = oal_run("ppl --model " + q(model) + " --text " + q(text) + " --ctx 128 --max-blocks 10");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("ppl "), std::string::npos);
+  EXPECT_NE(r.out.find(" ± "), std::string::npos);
+  EXPECT_NE(r.out.find("1270 targets in 10 blocks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tokens/s"), std::string::npos);
+}
+
+TEST(CliModel, PplErrors) {
+  auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
+  auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
+  const fs::path dir = cli_temp_dir();
+  std::ofstream(dir / "empty.txt").close();
+  std::ofstream(dir / "short.txt") << "Once upon a time.";
+  struct Case { std::string args, needle; };
+  for (const Case& c : std::vector<Case>{
+           {"--text " + q(dir / "empty.txt") + " --ctx 256", "empty"},
+           {"--text " + q(dir / "short.txt") + " --ctx 256", "shorter than one block"},
+           {"--text " + q(text) + " --ctx 1024", "max_position_embeddings"},
+           {"--text " + q(dir / "missing.txt") + " --ctx 256", "missing.txt"},
+       }) {
+    const CliResult r = oal_run("ppl --model " + q(model) + " " + c.args);
+    EXPECT_EQ(r.status, 1) << c.args;
+    EXPECT_EQ(r.err.rfind("error: [", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << r.err;
+  }
+  const CliResult no_model = oal_run("ppl --model " + q(dir / "nothing.bin") + " --text " + q(text) +
+                               " --ctx 256 --tokenizer " + q(oal::test::shared_file("tok512.bin")));
+  EXPECT_EQ(no_model.status, 1);
+}
+
+TEST(CliModel, GenerateErrors) {
+  auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
+  const CliResult empty = oal_run("generate --model " + q(model) + " --prompt '' -n 5");
+  EXPECT_EQ(empty.status, 1);
+  EXPECT_NE(empty.err.find("empty --prompt"), std::string::npos) << empty.err;
+  const CliResult too_long = oal_run("generate --model " + q(model) + " --prompt 'Hi' -n 600");
+  EXPECT_EQ(too_long.status, 1);
+  EXPECT_NE(too_long.err.find("max_position_embeddings"), std::string::npos) << too_long.err;
+  const fs::path dir = cli_temp_dir();
+  fs::copy_file(model, dir / "alone.bin");
+  const CliResult no_tok = oal_run("generate --model " + q(dir / "alone.bin") + " --prompt 'Hi' -n 5");
+  EXPECT_EQ(no_tok.status, 1);
+  EXPECT_NE(no_tok.err.find("--tokenizer"), std::string::npos) << no_tok.err;
+  const CliResult bad_p = oal_run("generate --model " + q(model) + " --prompt 'Hi' -n 5 --temp 1 --top-p 2");
+  EXPECT_EQ(bad_p.status, 1);
+}
+
+TEST(CliModel, CaptureWritesReadableFile) {
+  auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
+  auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
+  const fs::path out = cli_temp_dir() / "cap.safetensors";
+  const CliResult r = oal_run("capture --model " + q(model) + " --text " + q(text) +
+                        " --layers 0,2-3 --ctx 64 --blocks 1-3 --out " + q(out));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto c = oal::model::read_capture(out);
+  EXPECT_EQ(c.metadata.at("layers"), "0,2-3");
+  EXPECT_EQ(c.metadata.at("blocks"), "1-3");
+  EXPECT_EQ(c.metadata.at("ctx"), "64");
+  EXPECT_EQ(c.tokens.sizes(), (std::vector<int64_t>{3, 64}));
+  ASSERT_EQ(c.layers.size(), 3u);
+  EXPECT_EQ(c.layers.at(2).q.sizes(), (std::vector<int64_t>{3, 8, 64, 8}));
+  EXPECT_EQ(c.layers.at(2).k.sizes(), (std::vector<int64_t>{3, 4, 64, 8}));
+  EXPECT_EQ(c.layers.at(3).resid.sizes(), (std::vector<int64_t>{3, 64, 64}));
+  EXPECT_EQ(c.layers.at(0).wo.sizes(), (std::vector<int64_t>{64, 64}));
+
+  for (const std::string bad : {"--layers 5", "--layers 2-1", "--blocks 5000"}) {
+    const std::string args = bad.rfind("--layers", 0) == 0 ? bad + " --blocks 0" : "--layers 0 " + bad;
+    const CliResult e = oal_run("capture --model " + q(model) + " --text " + q(text) + " --ctx 64 " +
+                          args + " --out " + q(out.string() + ".bad"));
+    EXPECT_EQ(e.status, 1) << bad;
+    EXPECT_FALSE(fs::exists(out.string() + ".bad")) << bad;
+  }
+}
