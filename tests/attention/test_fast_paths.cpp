@@ -33,7 +33,7 @@ at_::LayerKernels make_kernels(int64_t hq, int64_t d, int64_t G, uint64_t seed) 
   std::vector<at_::QuadraticKernel> ks;
   for (int64_t h = 0; h < hq; ++h) {
     std::vector<std::vector<int64_t>> groups(static_cast<size_t>(G));
-    for (int64_t r = 0; r < d; ++r) groups[static_cast<size_t>((r * 5 + h) % G)].push_back(r);
+    for (int64_t r = 0; r < d; ++r) groups[static_cast<size_t>((r + h) % G)].push_back(r);  // d >= G: all non-empty
     ks.push_back(at_::QuadraticKernel::taylor(groups).perturbed(0.2, seed + h));
   }
   return at_::LayerKernels::from(ks, at::kDouble);
