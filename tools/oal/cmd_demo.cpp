@@ -1,13 +1,17 @@
 // `oal demo`: a short tour of what the toolkit does, section by section (see
-// src/oal/eval/demo_report.h). Section 1: the attention operator on synthetic data.
+// src/oal/eval/demo_report.h): the attention operator on synthetic data, the analysis
+// and groups of the synthetic model, the frozen-attention fidelity table, and a short
+// conversion + LoRA fine-tuning.
 #include <fmt/core.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
 #include "command.h"
 #include "oal/eval/demo_analysis.h"
+#include "oal/eval/demo_fidelity.h"
 #include "oal/eval/demo_operator.h"
 #include "oal/eval/demo_report.h"
 #include "oal/train/demo_adapt.h"
@@ -51,6 +55,18 @@ oal::cli::Registrar reg{
           };
         report.sections.push_back(oal::eval::operator_demo(a->op, progress));
         report.sections.push_back(oal::eval::analysis_demo({}, progress));
+        // The fidelity section uses the real stories260K model; without ../shared/data
+        // (a user's own machine) it says so instead of failing the whole tour.
+        oal::eval::FidelityDemoOptions fid;
+        if (std::filesystem::exists(fid.model) && std::filesystem::exists(fid.text)) {
+          report.sections.push_back(oal::eval::fidelity_demo(fid, progress));
+        } else {
+          oal::eval::DemoSection skipped;
+          skipped.title = "Frozen-attention fidelity (stories260K)";
+          skipped.notes.push_back("skipped: " + fid.model + " or " + fid.text +
+                                  " not found (run from the project root with ../shared/data)");
+          report.sections.push_back(skipped);
+        }
         report.sections.push_back(oal::train::adapt_demo({}, progress));
         if (a->json)
           fmt::print("{}\n", report.to_json().dump(2));

@@ -101,7 +101,7 @@ void history_from_json(const nlohmann::json& j, std::vector<StepRecord>& s, std:
 int64_t block_for_position(int64_t position, int64_t num_blocks, uint64_t seed) {
   check(num_blocks >= 1 && position >= 0, k_op, "need blocks >= 1 and position >= 0");
   const int64_t epoch = position / num_blocks;
-  std::vector<int64_t> perm(size_t(num_blocks));
+  std::vector<int64_t> perm(static_cast<size_t>(num_blocks));
   std::iota(perm.begin(), perm.end(), 0);
   uint64_t x = seed * 0x9E3779B97F4A7C15ull + uint64_t(epoch);
   for (int64_t i = num_blocks - 1; i > 0; --i) {
