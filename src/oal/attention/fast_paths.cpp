@@ -13,18 +13,6 @@ namespace {
 
 namespace kc = oal::kernels::cpu;
 
-kc::AttentionDims dims_of(const QkvShape& s) {
-  kc::AttentionDims d;
-  d.batch = s.batch;
-  d.q_heads = s.q_heads;
-  d.kv_heads = s.kv_heads;
-  d.q_len = s.q_len;
-  d.k_len = s.k_len;
-  d.dim = s.dim;
-  d.value_dim = s.value_dim;
-  return d;
-}
-
 at::Tensor as_f32(const at::Tensor& t) { return t.to(at::kFloat).contiguous(); }
 
 bool records_grad(const at::Tensor& t) { return at::GradMode::is_enabled() && t.requires_grad(); }
@@ -57,7 +45,7 @@ FastResult softmax_attention_fast(const at::Tensor& q, const at::Tensor& k, cons
   const at::Tensor qf = as_f32(q), kf = as_f32(k), vf = as_f32(v);
   at::Tensor y = at::empty({s.batch, s.q_heads, s.q_len, s.value_dim}, qf.options());
   const double sc = scale.value_or(1.0 / std::sqrt(static_cast<double>(s.dim)));
-  kc::flash_softmax_f32(dims_of(s), qf.data_ptr<float>(), kf.data_ptr<float>(),
+  kc::flash_softmax_f32(kernel_dims(s), qf.data_ptr<float>(), kf.data_ptr<float>(),
                         vf.data_ptr<float>(), y.data_ptr<float>(), static_cast<float>(sc),
                         options);
   r.y = y.to(q.scalar_type());
@@ -106,7 +94,7 @@ FastResult oal_prefill_fast(const at::Tensor& q, const at::Tensor& k, const at::
   at::Tensor y = at::empty({s.batch, s.q_heads, s.q_len, s.value_dim}, qf.options());
   kc::OalPrefillOptions o = options;
   o.chunk = chunk;
-  kc::oal_prefill_f32(dims_of(s), pl, qf.data_ptr<float>(), kf.data_ptr<float>(),
+  kc::oal_prefill_f32(kernel_dims(s), pl, qf.data_ptr<float>(), kf.data_ptr<float>(),
                       vf.data_ptr<float>(), y.data_ptr<float>(), sp, o);
   if (state != nullptr) state->tokens += s.q_len;
   r.y = y.to(q.scalar_type());

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "oal/attention/qkv_shape.h"
+#include "oal/kernels/cpu/oal_prefill.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
 
@@ -256,9 +257,14 @@ at::Tensor hd_recurrent(const at::Tensor& q, const at::Tensor& k, const at::Tens
 
 // ---- Chunked / decode ------------------------------------------------------------------
 
-at::Tensor hd_extend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                     const LayerKernels& lk, HdState& state, const HdOptions& options) {
-  constexpr std::string_view op = "hd_chunked";
+namespace {
+
+namespace kc = oal::kernels::cpu;
+
+// Every check of an extend call (inputs, kernels, state against the inputs).
+QkvShape check_extend(std::string_view op, const at::Tensor& q, const at::Tensor& k,
+                      const at::Tensor& v, const LayerKernels& lk, const HdState& state,
+                      const HdOptions& options) {
   QkvShape s = check_hd_inputs(op, q, k, v, lk, /*longer_keys=*/false);
   check(options.chunk >= 1, op, "chunk must be >= 1, got {}", options.chunk);
   auto ct = compute_dtype(q.scalar_type());
@@ -270,13 +276,43 @@ at::Tensor hd_extend(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   check(state.S.scalar_type() == ct, op, "state dtype {} does not match compute dtype {}",
         c10::toString(state.S.scalar_type()), c10::toString(ct));
   check(state.S.device() == q.device(), op, "state and inputs on different devices");
-  if (s.q_len == 0) return at::zeros({s.batch, s.q_heads, 0, s.value_dim}, q.options());
+  return s;
+}
 
-  // Dispatch point: a fast kernel (src/oal/kernels) serves options.backend == automatic
-  // when no gradient is recorded; the ATen code below is the differentiable path.
-  const bool recording = c10::GradMode::is_enabled() &&
-                         (q.requires_grad() || k.requires_grad() || v.requires_grad() ||
-                          lk.L.requires_grad() || state.S.requires_grad());
+bool records(const at::Tensor& t) { return c10::GradMode::is_enabled() && t.requires_grad(); }
+
+// The CPU kernels on fp32 copies of the inputs; state.S (fp32) is updated in place.
+// A single token with a workspace runs the fused decode step, anything else the chunked
+// prefill kernel. y [B, Hq, T, Dv] in q's dtype.
+at::Tensor extend_kernel(const QkvShape& s, const at::Tensor& q, const at::Tensor& k,
+                         const at::Tensor& v, const kc::OalPlan& plan, HdState& state,
+                         int64_t chunk, kc::OalDecodeWorkspace* ws) {
+  if (!state.S.is_contiguous()) state.S = state.S.contiguous();
+  auto qf = q.to(at::kFloat).contiguous(), kf = k.to(at::kFloat).contiguous();
+  auto vf = v.to(at::kFloat).contiguous();
+  auto y = at::empty({s.batch, s.q_heads, s.q_len, s.value_dim}, qf.options());
+  if (s.q_len == 1 && ws != nullptr) {
+    kc::oal_decode_step_f32(plan, s.kv_heads, qf.data_ptr<float>(), kf.data_ptr<float>(),
+                            vf.data_ptr<float>(), y.data_ptr<float>(),
+                            state.S.data_ptr<float>(), *ws);
+  } else {
+    kc::OalPrefillOptions o;
+    o.chunk = chunk;
+    kc::oal_prefill_f32(kernel_dims(s), plan, qf.data_ptr<float>(), kf.data_ptr<float>(),
+                        vf.data_ptr<float>(), y.data_ptr<float>(), state.S.data_ptr<float>(),
+                        o);
+  }
+  state.tokens += s.q_len;
+  return y.to(q.scalar_type());
+}
+
+// The differentiable ATen evaluation (intra-chunk factored weights + state readout).
+at::Tensor extend_aten(std::string_view op, const QkvShape& s, const at::Tensor& q,
+                       const at::Tensor& k, const at::Tensor& v, const LayerKernels& lk,
+                       HdState& state, const HdOptions& options) {
+  auto ct = compute_dtype(q.scalar_type());
+  const bool recording = records(q) || records(k) || records(v) || records(lk.L) ||
+                         records(state.S);
   const int64_t B = s.batch, Hkv = s.kv_heads, Hq = s.q_heads, G = s.group_size();
   const int64_t n = lk.max_groups() + 1;
   const double inv = 1.0 / std::sqrt(static_cast<double>(s.dim));
@@ -311,6 +347,36 @@ at::Tensor hd_extend(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   state.S = S;
   state.tokens += s.q_len;
   return readout(op, at::cat(outs, 3), s, q.scalar_type());
+}
+
+}  // namespace
+
+std::string hd_kernel_blocker(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                              const LayerKernels& lk, const HdState& state,
+                              const HdOptions& options) {
+  if (options.backend == HdBackend::aten) return "the ATen backend was requested";
+  for (const at::Tensor* t : {&q, &k, &v, &state.S})
+    if (!t->device().is_cpu()) return "a tensor is not on the CPU";
+  const auto dt = q.scalar_type();
+  if (dt != at::kFloat && dt != at::kBFloat16)
+    return std::string("dtype ") + c10::toString(dt) + " (the kernels take fp32 or bf16)";
+  if (state.S.scalar_type() != at::kFloat) return "the state is not fp32";
+  if (records(q) || records(k) || records(v) || records(lk.L) || records(state.S))
+    return "autograd is recording";
+  return "";
+}
+
+at::Tensor hd_extend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const LayerKernels& lk, HdState& state, const HdOptions& options) {
+  constexpr std::string_view op = "hd_chunked";
+  QkvShape s = check_extend(op, q, k, v, lk, state, options);
+  if (s.q_len == 0) return at::zeros({s.batch, s.q_heads, 0, s.value_dim}, q.options());
+  // Dispatch point: the fp32 CPU kernel whenever it can run, the ATen code otherwise.
+  if (hd_kernel_blocker(q, k, v, lk, state, options).empty()) {
+    auto plan = kc::OalPlan::build(lk.group_of, lk.L.detach(), lk.eps);
+    return extend_kernel(s, q, k, v, plan, state, options.chunk, nullptr);
+  }
+  return extend_aten(op, s, q, k, v, lk, state, options);
 }
 
 HdPrefill hd_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -365,7 +431,21 @@ at::Tensor HdDecodeState::extend(const at::Tensor& q, const at::Tensor& k,
     state_ = HdState::zeros(s.batch, s.kv_heads, s.dim, s.value_dim,
                             compute_dtype(q.scalar_type()), q.device());
   }
+  if (q.dim() == 4 && q.size(2) == 1 &&
+      hd_kernel_blocker(q, k, v, kernels_, *state_, options_).empty())
+    return step_kernel(q, k, v);
   return hd_extend(q, k, v, kernels_, *state_, options_);
+}
+
+// One token through the fused decode kernel, with the plan and workspace of this session.
+at::Tensor HdDecodeState::step_kernel(const at::Tensor& q, const at::Tensor& k,
+                                      const at::Tensor& v) {
+  QkvShape s = check_extend("hd_chunked", q, k, v, kernels_, *state_, options_);
+  if (!plan_) plan_ = kc::OalPlan::build(kernels_.group_of, kernels_.L.detach(), kernels_.eps);
+  if (!ws_)
+    ws_ = std::make_unique<kc::OalDecodeWorkspace>(s.batch, s.kv_heads, s.group_size(), s.dim,
+                                                   s.value_dim);
+  return extend_kernel(s, q, k, v, *plan_, *state_, options_.chunk, ws_.get());
 }
 
 }  // namespace oal::attn

@@ -42,9 +42,12 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "oal/attention/method.h"
 #include "oal/attention/quadratic.h"
+#include "oal/kernels/cpu/oal_decode.h"
+#include "oal/kernels/cpu/oal_plan.h"
 
 namespace oal::attn {
 
@@ -71,9 +74,10 @@ struct HdState {
   int64_t bytes() const;
 };
 
-// Which implementation hd_chunked / hd_extend use. `automatic` picks the fastest path
-// available for the inputs (the ATen path when autograd is needed); `aten` forces the
-// differentiable ATen implementation in this module.
+// Which implementation hd_chunked / hd_extend use. `automatic` runs the CPU kernels
+// (src/oal/kernels/cpu: chunked prefill; a fused step for HdDecodeState's single tokens)
+// whenever hd_kernel_blocker() allows, else the ATen code of this module; `aten` forces
+// the differentiable ATen implementation.
 enum class HdBackend { automatic, aten };
 
 struct HdOptions {
@@ -103,6 +107,15 @@ at::Tensor hd_recurrent(const at::Tensor& q, const at::Tensor& k, const at::Tens
                         const LayerKernels& kernels);
 
 // ---- Linear-time evaluation ---------------------------------------------------------
+// Why hd_extend will not hand these inputs to the CPU kernel ("" when it will):
+// options.backend is aten, a tensor is not on the CPU, the dtype is not fp32 or bf16, the
+// state is not fp32, or autograd is recording through q, k, v, kernels.L or the state.
+// The kernel computes the same function in fp32 (its intra-chunk weights are the same
+// factored form; see tests/attention/test_hd_dispatch.cpp for the tolerance).
+std::string hd_kernel_blocker(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                              const LayerKernels& kernels, const HdState& state,
+                              const HdOptions& options);
+
 // Chunked prefill; continues `initial` when given (not modified). Differentiable w.r.t.
 // q, k, v, kernels.L and initial->S. This is the dispatch point for the fast kernels.
 HdPrefill hd_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -119,7 +132,9 @@ at::Tensor hd_step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
 
 // DecodeState over hd_extend: constant size (state_bytes() = bytes of S once the first
 // tokens fixed Hkv, D, Dv; 0 before). Created empty or from a prefill's state (copied,
-// so the prefill's HdState is not modified by later extends).
+// so the prefill's HdState is not modified by later extends). Single tokens the CPU
+// kernels can take run the fused decode step with a plan and workspace built at the
+// first such step (the kernels must not change during one decode session).
 class HdDecodeState : public DecodeState {
  public:
   HdDecodeState(LayerKernels kernels, int64_t batch, HdOptions options = {});
@@ -131,10 +146,13 @@ class HdDecodeState : public DecodeState {
   const std::optional<HdState>& state() const { return state_; }
 
  private:
+  at::Tensor step_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
   LayerKernels kernels_;
   int64_t batch_;
   HdOptions options_;
   std::optional<HdState> state_;
+  std::optional<kernels::cpu::OalPlan> plan_;                // built at the first kernel step
+  std::unique_ptr<kernels::cpu::OalDecodeWorkspace> ws_;    // sized for state_
 };
 
 }  // namespace oal::attn

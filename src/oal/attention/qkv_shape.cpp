@@ -53,4 +53,16 @@ at::ScalarType compute_dtype(at::ScalarType input) {
   return input == at::kDouble ? at::kDouble : at::kFloat;
 }
 
+kernels::cpu::AttentionDims kernel_dims(const QkvShape& s) {
+  kernels::cpu::AttentionDims d;
+  d.batch = s.batch;
+  d.q_heads = s.q_heads;
+  d.kv_heads = s.kv_heads;
+  d.q_len = s.q_len;
+  d.k_len = s.k_len;
+  d.dim = s.dim;
+  d.value_dim = s.value_dim;
+  return d;
+}
+
 }  // namespace oal::attn

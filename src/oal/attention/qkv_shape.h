@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "oal/kernels/cpu/attention_dims.h"
+
 namespace oal::attn {
 
 // Sizes of a validated attention call:
@@ -19,6 +21,9 @@ struct QkvShape {
   // S - T: how many cached keys precede the first query.
   int64_t offset() const { return k_len - q_len; }
 };
+
+// The same sizes as the CPU kernels take them.
+kernels::cpu::AttentionDims kernel_dims(const QkvShape& s);
 
 // Checks shapes, dtypes (floating, all three the same), device agreement and finiteness;
 // throws oal::Error naming `op`. `allow_longer_keys`: accept S > T (cached prefix).

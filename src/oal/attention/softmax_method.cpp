@@ -1,11 +1,23 @@
 #include "oal/attention/softmax_method.h"
 
+#include "oal/attention/fast_paths.h"
 #include "oal/attention/qkv_shape.h"
 #include "oal/attention/softmax.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
 
 namespace oal::attn {
+namespace {
+
+// The flash-style CPU kernel whenever it can take the inputs (CPU, fp32/bf16, no
+// autograd), the differentiable tiled reference otherwise. Both compute in fp32.
+at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t block,
+                  std::optional<double> scale) {
+  if (fast_kernel_blocker(q, k, v).empty()) return softmax_attention_fast(q, k, v, scale).y;
+  return softmax_attention_tiled(q, k, v, block, scale);
+}
+
+}  // namespace
 
 SoftmaxKvCache::SoftmaxKvCache(int64_t batch, int64_t block, std::optional<double> scale)
     : batch_(batch), block_(block), scale_(scale) {
@@ -48,7 +60,7 @@ at::Tensor SoftmaxKvCache::extend(const at::Tensor& q, const at::Tensor& k,
                                   const at::Tensor& v) {
   check_qkv("softmax_kv_cache", q, k, v, /*allow_longer_keys=*/false);
   append(k.detach(), v.detach());
-  return softmax_attention_tiled(q, keys(), values(), block_, scale_);
+  return attend(q, keys(), values(), block_, scale_);
 }
 
 at::Tensor SoftmaxKvCache::keys() const {
@@ -71,7 +83,7 @@ SoftmaxAttention::SoftmaxAttention(int64_t block, std::optional<double> scale)
 
 at::Tensor SoftmaxAttention::forward(const at::Tensor& q, const at::Tensor& k,
                                      const at::Tensor& v) const {
-  return softmax_attention_tiled(q, k, v, block_, scale_);
+  return attend(q, k, v, block_, scale_);
 }
 
 std::unique_ptr<DecodeState> SoftmaxAttention::new_state(int64_t batch) const {

@@ -13,7 +13,7 @@ namespace oal::attn {
 // Growing KV cache: keeps K [B, Hkv, n, D] and V [B, Hkv, n, Dv] of every absorbed token
 // in the input dtype (capacity doubles, so appending is amortised O(1) per token).
 // extend(q, k, v) with T new tokens appends k, v and attends the T queries causally to
-// all n + T keys (query i sees keys j <= n + i). The first extend fixes B, Hkv, D, Dv
+// all n + T keys (query i sees keys j <= n + i), computed as SoftmaxAttention::forward. The first extend fixes B, Hkv, D, Dv
 // and the dtype; later calls must match. state_bytes() = bytes of the n cached tokens'
 // keys and values (the logical cache size; the allocation is at most 2x that).
 class SoftmaxKvCache : public DecodeState {
@@ -34,8 +34,9 @@ class SoftmaxKvCache : public DecodeState {
   int64_t len_ = 0;
 };
 
-// forward(): softmax_attention_tiled with `block` (default 128); new_state(): a
-// SoftmaxKvCache. No trainable parameters.
+// forward() and the cache's extend(): the flash-style CPU kernel (fast_paths.h) when it
+// can take the inputs (CPU, fp32/bf16, no autograd), else softmax_attention_tiled with
+// `block` (default 128); new_state(): a SoftmaxKvCache. No trainable parameters.
 class SoftmaxAttention : public AttentionMethod {
  public:
   explicit SoftmaxAttention(int64_t block = 128, std::optional<double> scale = std::nullopt);

@@ -192,7 +192,7 @@ void oal_decode_step_f32(const OalPlan& plan, int64_t kv_heads, const float* q, 
       const float* a = ws.acc(u) + h * (dv + 1);
       const float den = a[dv];
       if (!(den > 0.0f) || !std::isfinite(den))
-        fail(k_op, "readout denominator {} at query head {}: expected > 0", den, h0 + h);
+        fail(k_op, "readout denominator not positive ({}) at query head {}: expected > 0", den, h0 + h);
       float* yh = y + (b * plan.q_heads + h0 + h) * dv;
       for (int64_t c = 0; c < dv; ++c) yh[c] = a[c] / den;
     }
