@@ -11,7 +11,7 @@ namespace oal::test {
 inline std::filesystem::path make_temp_dir(const std::string& tag) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   auto dir = std::filesystem::temp_directory_path() /
-             (std::string("oal_text_") + tag + "_" + info->test_suite_name() + "_" + info->name());
+             (std::string("oal_") + tag + "_" + info->test_suite_name() + "_" + info->name());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

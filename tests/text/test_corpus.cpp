@@ -9,7 +9,7 @@
 #include "oal/core/error.h"
 #include "oal/text/block_tensor.h"
 #include "oal/text/corpus.h"
-#include "text/temp_dir.h"
+#include "common/temp_dir.h"
 
 namespace oal::text {
 namespace {

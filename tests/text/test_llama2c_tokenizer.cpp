@@ -9,7 +9,7 @@
 #include "oal/text/corpus.h"
 #include "oal/text/llama2c_tokenizer.h"
 #include "oal/text/tokenizer.h"
-#include "text/temp_dir.h"
+#include "common/temp_dir.h"
 
 namespace oal::text {
 namespace {

@@ -11,7 +11,7 @@
 #include "oal/text/hf_bpe_tokenizer.h"
 #include "oal/text/split_pattern.h"
 #include "oal/text/tokenizer.h"
-#include "text/temp_dir.h"
+#include "common/temp_dir.h"
 
 namespace oal::text {
 namespace {

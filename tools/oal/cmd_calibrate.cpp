@@ -7,6 +7,7 @@
 #include "oal/attention/kernel_json.h"
 #include "oal/calib/pipeline.h"
 #include "oal/calib/run_dir.h"
+#include "oal/model/fingerprint.h"
 #include "oal/model/find_tokenizer.h"
 #include "oal/model/load.h"
 #include "oal/text/corpus.h"
@@ -27,7 +28,12 @@ struct CalibrateArgs {
 void run(const CalibrateArgs& a) {
   auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
   const std::vector<int32_t> stream = tok->encode(oal::text::read_text_file(a.text), false);
-  const oal::model::Transformer model(oal::model::load_model(a.model));
+  std::string fingerprint;
+  const oal::model::Transformer model = [&] {
+    const oal::model::ModelWeights w = oal::model::load_model(a.model);
+    fingerprint = oal::model::model_fingerprint(w);
+    return oal::model::Transformer(w);
+  }();
   oal::calib::ModelCalibrationOptions o;
   o.ctx = a.ctx;
   o.layers = oal::cli::parse_layers(a.layers);
@@ -43,7 +49,7 @@ void run(const CalibrateArgs& a) {
     o.calibration.progress = fits.fn();
     r = oal::calib::calibrate_model(model, stream, groups ? &*groups : nullptr, o);
   }
-  oal::calib::write_run(a.out, r, o.calibration, {a.model, a.text, a.ctx, o.split});
+  oal::calib::write_run(a.out, r, o.calibration, {a.model, a.text, a.ctx, o.split, fingerprint});
   if (a.json) {
     fmt::print("{}\n", nlohmann::json{{"out", a.out}, {"fits", oal::calib::reports_json(r.reports)}}.dump(2));
     return;

@@ -13,6 +13,7 @@
 #include "oal/calib/run_dir.h"
 #include "oal/eval/fidelity_run.h"
 #include "oal/io/atomic_file.h"
+#include "oal/model/fingerprint.h"
 #include "oal/model/find_tokenizer.h"
 #include "oal/model/load.h"
 #include "oal/text/corpus.h"
@@ -39,7 +40,12 @@ void run(const LinearizeArgs& a) {
   auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
   const std::string text = oal::text::read_text_file(a.text);
   const std::vector<int32_t> stream = tok->encode(text, false);
-  const oal::model::Transformer model(oal::model::load_model(a.model));
+  std::string fingerprint;
+  const oal::model::Transformer model = [&] {
+    const oal::model::ModelWeights w = oal::model::load_model(a.model);
+    fingerprint = oal::model::model_fingerprint(w);
+    return oal::model::Transformer(w);
+  }();
   const std::vector<int64_t> layers = oal::cli::parse_layers(a.layers);
 
   // 1. Contribution analysis on short prompts (the text's first paragraphs).
@@ -82,7 +88,7 @@ void run(const LinearizeArgs& a) {
     co.calibration.progress = bar.fn();
     calibrated = oal::calib::calibrate_model(model, stream, &groups, co);
   }
-  oal::calib::write_run(dir, calibrated, co.calibration, {a.model, a.text, a.ctx, co.split});
+  oal::calib::write_run(dir, calibrated, co.calibration, {a.model, a.text, a.ctx, co.split, fingerprint});
   // 4. Fidelity on the held-out blocks.
   oal::eval::FidelityResult fid;
   {

@@ -37,6 +37,7 @@ void write_run(const fs::path& dir, const CalibrationResult& result,
   j["format"] = "oal-calibration";
   j["version"] = 1;
   j["model"] = info.model;
+  if (!info.fingerprint.empty()) j["model_fingerprint"] = info.fingerprint;
   j["text"] = info.text;
   j["ctx"] = info.ctx;
   j["seed"] = options.seed;

@@ -1,7 +1,8 @@
 #pragma once
 // A calibration run directory (what `oal calibrate` writes and `oal fidelity` reads):
 //   calibration.json     format "oal-calibration" v1: methods, layers with their shapes,
-//                        seed, ctx, block split, fit settings, one report per fit
+//                        model path and model_fingerprint, seed, ctx, block split, fit
+//                        settings, one report per fit
 //   kernels-oal.json     fitted OAL kernels (kernel JSON, docs/formats.md)
 //   kernels-global.json  fitted learned-global kernels (kernel JSON)
 //   baselines.safetensors  "<method>.layers.<i>.<param>" for TaylorShift (tau),
@@ -25,6 +26,7 @@ struct RunInfo {
   std::string model, text;
   int64_t ctx = 0;
   BlockSplit split;
+  std::string fingerprint;  // model_fingerprint() of the model (model/fingerprint.h)
 };
 
 void write_run(const std::filesystem::path& dir, const CalibrationResult& result,

@@ -13,6 +13,7 @@
 #include "oal/core/error.h"
 #include "oal/io/atomic_file.h"
 #include "oal/io/safetensors.h"
+#include "oal/model/fingerprint.h"
 #include "oal/model/hf_config.h"
 #include "oal/model/hybrid.h"
 #include "oal/model/load.h"
@@ -58,24 +59,18 @@ void copy_file_atomic(const fs::path& from, const fs::path& to) {
 
 }  // namespace
 
-std::string model_fingerprint(const model::ModelConfig& c) {
-  const std::string desc = fmt::format(
-      "{}|L{}|H{}|KV{}|D{}|h{}|f{}|V{}|rope{}:{}|tie{}", c.architecture, c.num_layers, c.num_heads,
-      c.num_kv_heads, c.head_dim, c.hidden_size, c.intermediate_size, c.vocab_size, c.rope_theta,
-      c.rope_style == model::RopeStyle::half ? "half" : "adjacent", c.tie_word_embeddings);
-  uint64_t h = 1469598103934665603ull;  // FNV-1a 64
-  for (unsigned char ch : desc) h = (h ^ ch) * 1099511628211ull;
-  return fmt::format("arch-{:016x}", h);
-}
-
-void validate_calibration(const calib::LoadedRun& run, const model::ModelConfig& config,
+void validate_calibration(const calib::LoadedRun& run, const model::ModelWeights& weights,
                           const std::string& method, const std::vector<int64_t>& layers) {
+  const model::ModelConfig& config = weights.config;
   check(std::find(run.methods.begin(), run.methods.end(), method) != run.methods.end(), k_op,
         "the calibration run has no '{}' (it holds: {})", method, fmt::join(run.methods, ", "));
-  if (run.meta.contains("model_fingerprint"))
-    check(run.meta["model_fingerprint"] == model_fingerprint(config), k_op,
-          "the calibration run belongs to another model (fingerprint {} vs this model's {})",
-          run.meta["model_fingerprint"].dump(), model_fingerprint(config));
+  if (run.meta.contains("model_fingerprint")) {
+    const std::string mine = model::model_fingerprint(weights);
+    check(run.meta["model_fingerprint"] == mine, k_op,
+          "the calibration run was made for another model (fingerprint {} of '{}', this model "
+          "{}); calibrate this model with `oal calibrate`",
+          run.meta["model_fingerprint"].dump(), run.meta.value("model", std::string("?")), mine);
+  }
   std::vector<int64_t> have;
   for (const auto& lm : run.layers) {
     have.push_back(lm.layer);
@@ -107,13 +102,13 @@ void validate_calibration(const calib::LoadedRun& run, const model::ModelConfig&
 }
 
 std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> methods_from_calibration(
-    const fs::path& calib_dir, const model::ModelConfig& config, const std::string& method,
+    const fs::path& calib_dir, const model::ModelWeights& weights, const std::string& method,
     const std::vector<int64_t>& layers, bool trainable) {
   std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> out;
   if (method == "softmax") return out;
   check(!calib_dir.empty(), k_op, "method '{}' needs a calibration run directory (--calib)", method);
   const calib::LoadedRun run = calib::read_run(calib_dir);
-  validate_calibration(run, config, method, layers);
+  validate_calibration(run, weights, method, layers);
   for (const auto& lm : run.layers) {
     if (std::find(layers.begin(), layers.end(), lm.layer) == layers.end()) continue;
     std::shared_ptr<attn::AttentionMethod> m = lm.methods.at(method);
@@ -170,6 +165,7 @@ void export_converted(const fs::path& out, const model::ModelWeights& weights,
     opts.methods = {method};
     calib::RunInfo info;
     info.model = source_model;
+    info.fingerprint = model::model_fingerprint(weights);
     calib::write_run(out / k_attention_dir, res, opts, info);
   }
   if (!tokenizer.empty()) copy_file_atomic(tokenizer, out / tokenizer.filename());
@@ -181,7 +177,7 @@ void export_converted(const fs::path& out, const model::ModelWeights& weights,
   }
   extra[k_marker] = {{"format", "oal-converted"}, {"version", 1},       {"method", method},
                      {"layers", layers},         {"source_model", source_model},
-                     {"model_fingerprint", model_fingerprint(weights.config)}};
+                     {"model_fingerprint", model::model_fingerprint(weights)}};
   // config.json last: a directory without it is not mistaken for a finished export.
   model::write_hf_config(out / "config.json", cfg, extra);
 }
@@ -207,11 +203,11 @@ std::unique_ptr<model::Transformer> load_transformer(const std::string& path,
   const nlohmann::json marker = read_json_file(fs::path(path) / "config.json")[k_marker];
   check(marker.value("format", "") == "oal-converted" && marker.value("version", 0) == 1, k_op,
         "{}: 'oal_conversion' must be format oal-converted version 1", path);
-  check(marker.value("model_fingerprint", "") == model_fingerprint(weights.config), k_op,
+  check(marker.value("model_fingerprint", "") == model::model_fingerprint(weights), k_op,
         "{}: config.json does not match the model the conversion was made for", path);
   const std::string method = marker.at("method").get<std::string>();
   const auto layers = marker.at("layers").get<std::vector<int64_t>>();
-  auto methods = methods_from_calibration(fs::path(path) / k_attention_dir, weights.config, method,
+  auto methods = methods_from_calibration(fs::path(path) / k_attention_dir, weights, method,
                                           layers, false);
   model::apply_hybrid(*t, methods);
   return t;

@@ -24,25 +24,21 @@
 
 namespace oal::train {
 
-// Checks, before any work, that calibration run `run` can convert `layers` of a model
-// with `config` to `method`: the method was calibrated, every layer was calibrated and
-// is < num_layers, and each layer's recorded shape (query heads, KV heads, head_dim)
-// equals the model's. A "model_fingerprint" in calibration.json, when present, must
-// equal model_fingerprint(config). Throws oal::Error("[convert] ...") naming the
-// mismatch.
-void validate_calibration(const calib::LoadedRun& run, const model::ModelConfig& config,
+// Checks, before any work, that calibration run `run` can convert `layers` of the model
+// `weights` to `method`: the method was calibrated, every layer was calibrated and is
+// < num_layers, and each layer's recorded shape (query heads, KV heads, head_dim) equals
+// the model's. A "model_fingerprint" in calibration.json (model/fingerprint.h; written
+// by `oal calibrate`) must equal the model's. Throws oal::Error("[convert] ...") naming
+// the mismatch.
+void validate_calibration(const calib::LoadedRun& run, const model::ModelWeights& weights,
                           const std::string& method, const std::vector<int64_t>& layers);
-
-// A short stable digest of the architecture (layers, heads, KV heads, head_dim, hidden,
-// vocab, rope), "arch-<16 hex>".
-std::string model_fingerprint(const model::ModelConfig& config);
 
 // The fitted methods of `layers` from a calibration run (validated as above). With
 // `trainable`, kernel parameters require grad (OAL/global L rebuilt as a trainable
 // leaf; baselines' parameters() switched to requires_grad); "softmax" needs no run and
 // returns an empty map.
 std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> methods_from_calibration(
-    const std::filesystem::path& calib_dir, const model::ModelConfig& config,
+    const std::filesystem::path& calib_dir, const model::ModelWeights& weights,
     const std::string& method, const std::vector<int64_t>& layers, bool trainable);
 
 // Trainable kernel tensors of the model's layers, named "attention.layers.<l>.<j>" (j the

@@ -56,7 +56,7 @@ ConvertResult run_convert(const ConvertOptions& o) {
   model::ModelWeights w = model::load_model(o.model);
   const auto layers = o.method == "softmax" ? std::vector<int64_t>{}
                                             : model::parse_converted_layers(o.layers, w.config.num_layers);
-  auto methods = methods_from_calibration(o.calib, w.config, o.method, layers, false);
+  auto methods = methods_from_calibration(o.calib, w, o.method, layers, false);
   const fs::path tok = model::find_tokenizer(o.model, o.tokenizer);
   model::Transformer t(w);
   model::apply_hybrid(t, methods);
@@ -83,7 +83,7 @@ FinetuneRunResult run_finetune(const FinetuneRunOptions& o, const ProgressFn& pr
   FinetuneRunResult res;
   res.layers = c.method == "softmax" ? std::vector<int64_t>{}
                                      : model::parse_converted_layers(c.layers, cfg.num_layers);
-  auto methods = methods_from_calibration(c.calib, cfg, c.method, res.layers, o.train_kernel);
+  auto methods = methods_from_calibration(c.calib, w, c.method, res.layers, o.train_kernel);
   const fs::path tok_path = model::find_tokenizer(c.model, c.tokenizer);
   auto tok = text::load_tokenizer(tok_path);
   FinetuneData data{text_blocks(*tok, o.train_text, o.ctx, o.train_blocks),

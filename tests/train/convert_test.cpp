@@ -1,0 +1,93 @@
+// Model fingerprints and the checks `oal convert` / `oal finetune` make on a calibration
+// run before any work: another model, an uncalibrated method or layer, a layer out of
+// range — each a clear error naming the mismatch.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/temp_dir.h"
+#include "oal/attention/oal_method.h"
+#include "oal/attention/quadratic.h"
+#include "oal/calib/run_dir.h"
+#include "oal/core/error.h"
+#include "oal/model/fingerprint.h"
+#include "oal/train/convert.h"
+#include "tiny_model.h"
+
+namespace oal::train {
+namespace {
+
+// A calibration run of `weights` holding Taylor-initialised OAL kernels for layer 1.
+void write_oal_run(const std::filesystem::path& dir, const model::ModelWeights& weights) {
+  const auto& c = weights.config;
+  std::vector<attn::QuadraticKernel> heads;
+  for (int64_t h = 0; h < c.num_heads; ++h)
+    heads.push_back(attn::QuadraticKernel::taylor({{0, 1, 2, 3, 4, 5}, {6, 7}}));
+  calib::CalibrationResult res;
+  res.oal.head_dim = c.head_dim;
+  res.oal.layers[1] = heads;
+  res.layers.push_back({1, {{"oal", std::make_shared<attn::QuadraticAttention>(
+                                        attn::QuadraticAttention::from_kernels(heads, {}, false))}}});
+  calib::CalibrationOptions opts;
+  opts.methods = {"oal"};
+  calib::RunInfo info;
+  info.model = "tiny";
+  info.fingerprint = model::model_fingerprint(weights);
+  calib::write_run(dir, res, opts, info);
+}
+
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Fingerprint, IdentifiesTheEmbeddingNotTheAdaptedAttention) {
+  const auto a = test::tiny_weights(1), b = test::tiny_weights(2);
+  const std::string fa = model::model_fingerprint(a);
+  EXPECT_EQ(fa.rfind("oal-", 0), 0u) << fa;
+  EXPECT_EQ(fa, model::model_fingerprint(test::tiny_weights(1)));  // deterministic
+  EXPECT_NE(fa, model::model_fingerprint(b));                       // same shapes, other weights
+  auto merged = a;  // LoRA merged into q_proj: the base model is still the same
+  merged.tensors["model.layers.0.self_attn.q_proj.weight"] =
+      a.tensors.at("model.layers.0.self_attn.q_proj.weight") + 0.1;
+  EXPECT_EQ(fa, model::model_fingerprint(merged));
+  auto bf16 = a;  // a bf16 copy of bf16-exact values keeps the fingerprint
+  for (auto& [n, t] : bf16.tensors) t = t.to(at::kBFloat16);
+  auto a_rounded = a;
+  for (auto& [n, t] : a_rounded.tensors) t = t.to(at::kBFloat16).to(at::kFloat);
+  EXPECT_EQ(model::model_fingerprint(bf16), model::model_fingerprint(a_rounded));
+  auto deeper = test::tiny_weights(1, 4);  // architecture numbers are part of it
+  EXPECT_NE(fa, model::model_fingerprint(deeper));
+  auto missing = a;
+  missing.tensors.erase("model.embed_tokens.weight");
+  EXPECT_NE(error_of([&] { model::model_fingerprint(missing); }).find("[model_fingerprint]"),
+            std::string::npos);
+}
+
+TEST(ConvertChecks, CalibrationRunOfAnotherModelIsRejected) {
+  const auto dir = test::make_temp_dir("convert_run");
+  const auto a = test::tiny_weights(1), b = test::tiny_weights(2);
+  write_oal_run(dir, a);
+  const auto ok = methods_from_calibration(dir, a, "oal", {1}, false);
+  ASSERT_EQ(ok.size(), 1u);
+  EXPECT_EQ(ok.at(1)->name(), "oal");
+  const std::string other = error_of([&] { methods_from_calibration(dir, b, "oal", {1}, false); });
+  EXPECT_NE(other.find("[convert]"), std::string::npos) << other;
+  EXPECT_NE(other.find("another model"), std::string::npos) << other;
+  const std::string layer = error_of([&] { methods_from_calibration(dir, a, "oal", {2}, false); });
+  EXPECT_NE(layer.find("layer 2 was not calibrated"), std::string::npos) << layer;
+  const std::string range = error_of([&] { methods_from_calibration(dir, a, "oal", {7}, false); });
+  EXPECT_NE(range.find("out of range"), std::string::npos) << range;
+  const std::string method =
+      error_of([&] { methods_from_calibration(dir, a, "performer", {1}, false); });
+  EXPECT_NE(method.find("no 'performer'"), std::string::npos) << method;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace oal::train
