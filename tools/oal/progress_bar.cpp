@@ -12,6 +12,8 @@ namespace {
 
 constexpr int k_bar_width = 24;
 constexpr auto k_redraw_interval = std::chrono::milliseconds(100);
+// Without a terminal (logs, CI) a full line every 30 s, so long work is never silent.
+constexpr auto k_log_interval = std::chrono::seconds(30);
 
 std::string format_eta(double seconds) {
   const auto s = static_cast<int64_t>(std::llround(seconds));
@@ -59,7 +61,7 @@ void ProgressBar::update(int64_t done, int64_t total, std::string_view what,
   const auto now = std::chrono::steady_clock::now();
   if (done >= total) {
     finish();
-  } else if (tty_ && now - last_draw_ >= k_redraw_interval) {
+  } else if (now - last_draw_ >= (tty_ ? k_redraw_interval : k_log_interval)) {
     last_draw_ = now;
     draw(false);
   }
@@ -70,7 +72,7 @@ void ProgressBar::draw(bool final) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const std::string line = format_line(label_, done_, total_, what_, secs, detail_);
   if (tty_) fmt::print(stderr, "\r\033[2K{}{}", line, final ? "\n" : "");
-  else if (final) fmt::print(stderr, "{}\n", line);
+  else fmt::print(stderr, "{}\n", line);
   std::fflush(stderr);
 }
 

@@ -3,7 +3,8 @@
 // CLI command:
 //   ppl  [==========>         ]  457/915 blocks  12.3 blocks/s  ETA 0:37  ppl 5.01
 // On a terminal the line is redrawn in place at most every 100 ms (and always at the
-// end); when stderr is not a terminal (logs, CI) only one final line is written.
+// end); when stderr is not a terminal (logs, CI) a plain line is written at most every
+// 30 s and once at the end.
 #include <chrono>
 #include <cstdint>
 #include <string>
