@@ -8,6 +8,7 @@
 
 #include "oal/attention/fast_paths.h"
 #include "oal/attention/quadratic.h"
+#include "oal/calib/method_factory.h"
 #include "oal/core/error.h"
 #include "oal/eval/bench.h"
 #include "oal/kernels/cpu/flash_softmax.h"
@@ -254,13 +255,27 @@ class AttentionDecoder : public BenchDecoder {
   std::unique_ptr<attn::DecodeState> state_;
 };
 
+// Whole-sequence feature maps dominate a baseline's prefill memory: q and k features
+// [B, Hq + Hkv, N, F] plus about two temporaries of that size. F and its element size
+// per method (attention/*.h): TaylorShift 1 + d + d(d+1)/2 fp32, Performer 250 fp32,
+// DiJiang d fp32, SpectraFormer d + 1 fp64.
+int64_t baseline_feature_bytes(const std::string& name, const BenchShape& s, int64_t n) {
+  const int64_t d = s.dim;
+  int64_t f = d, elem = 4;
+  if (name == "taylorshift") f = 1 + d + d * (d + 1) / 2;
+  if (name == "performer") f = 250;
+  if (name == "spectraformer") f = d + 1, elem = 8;
+  return 3 * s.batch * (s.q_heads + s.kv_heads) * n * f * elem;
+}
+
 std::map<std::string, BenchFactory>& registry() {
   static std::map<std::string, BenchFactory> r;
   return r;
 }
 
 std::vector<std::string>& order() {
-  static std::vector<std::string> o = {"softmax-flash", "softmax-torch", "oal", "global"};
+  static std::vector<std::string> o = {"softmax-flash", "softmax-torch", "oal", "global",
+                                       "taylorshift", "performer", "dijiang", "spectraformer"};
   return o;
 }
 
@@ -271,6 +286,19 @@ void ensure_builtins() {
   r["softmax-torch"] = softmax_torch;
   r["oal"] = [](const BenchShape& s) { return quadratic_method(s, "oal", s.oal_groups); };
   r["global"] = [](const BenchShape& s) { return quadratic_method(s, "global", 1); };
+  // The baselines through their AttentionMethod (initial parameters; speed does not
+  // depend on fitted values): ATen code, no FLOP model.
+  for (const char* name : {"taylorshift", "performer", "dijiang", "spectraformer"})
+    r[name] = [name](const BenchShape& s) {
+      const calib::MethodShape ms{0, s.q_heads, s.kv_heads, s.dim};
+      BenchMethod m =
+          bench_method_from_attention(calib::make_method(name, ms, s.seed, nullptr), s);
+      m.name = name;
+      m.prefill_bytes = [s, name](int64_t n, at::ScalarType) {
+        return baseline_feature_bytes(name, s, n);
+      };
+      return m;
+    };
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
 #pragma once
 // The attention methods `oal bench` can time, by name. Built in: softmax-flash (the CPU
 // flash-style kernel), softmax-torch (what a LibTorch user writes: matmul + mask +
-// softmax + matmul on repeated KV heads), oal (G = 5 groups, CPU kernels) and global
-// (G = 1, same kernels). Any attn::AttentionMethod can be added with
-// register_bench_method(name, factory) using bench_method_from_attention (e.g. the
-// baselines: Performer, DiJiang, ...); the registry is the list `--methods` accepts.
+// softmax + matmul on repeated KV heads), oal (G = 5 groups, CPU kernels), global
+// (G = 1, same kernels), and the baselines taylorshift, performer, dijiang,
+// spectraformer (their AttentionMethod, calib/method_factory.h). Any other
+// attn::AttentionMethod can be added with register_bench_method(name, factory) using
+// bench_method_from_attention; the registry is the list `--methods` accepts.
 #include <ATen/ATen.h>
 
 #include <cstdint>
