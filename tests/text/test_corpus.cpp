@@ -53,7 +53,9 @@ TEST(Corpus, ParseBlockRange) {
   EXPECT_TRUE(eq(parse_block_range("2:5"), 2, 5));
   EXPECT_TRUE(eq(parse_block_range("2:"), 2, -1));
   EXPECT_TRUE(eq(parse_block_range(":5"), 0, 5));
-  for (const char* bad : {"x", "1:2:3", "-1", "5:2", "3:3", "1.5"})
+  EXPECT_TRUE(eq(parse_block_range("16-23"), 16, 24));  // inclusive, as parse_index_list
+  EXPECT_TRUE(eq(parse_block_range("4-4"), 4, 5));
+  for (const char* bad : {"x", "1:2:3", "-1", "5:2", "3:3", "1.5", "5-2", "2-", "1-2:3"})
     expect_error_containing([&] { parse_block_range(bad); }, "[block range]");
 }
 

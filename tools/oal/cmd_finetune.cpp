@@ -80,8 +80,8 @@ oal::cli::Registrar reg{
           ->capture_default_str();
       app.add_option("--train", a->train, "Training text file")->required();
       app.add_option("--val", a->val, "Validation text file")->required();
-      app.add_option("--train-blocks", o.train_blocks, "Training block range A:B")->capture_default_str();
-      app.add_option("--val-blocks", o.val_blocks, "Validation block range A:B")->capture_default_str();
+      app.add_option("--train-blocks", o.train_blocks, "Training blocks: A:B half-open (A: to the end) or A-B inclusive")->capture_default_str();
+      app.add_option("--val-blocks", o.val_blocks, "Validation blocks: A:B half-open or A-B inclusive")->capture_default_str();
       app.add_option("--steps", o.train.steps, "Optimizer updates")->required();
       app.add_option("--ctx", o.ctx, "Tokens per block")->required();
       app.add_option("--out", a->out, "Run directory (checkpoints, adapters, converted model)")->required();

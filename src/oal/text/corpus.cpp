@@ -23,7 +23,7 @@ int64_t parse_index(std::string_view s, std::string_view spec) {
   int64_t v = -1;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   check(ec == std::errc() && ptr == s.data() + s.size() && v >= 0, "block range",
-        "'{}': expected A:B, A:, :B, A or all with non-negative integers", spec);
+        "'{}': expected A:B, A:, :B, A-B, A or all with non-negative integers", spec);
   return v;
 }
 }  // namespace
@@ -65,7 +65,14 @@ std::vector<std::string> split_paragraphs(std::string_view text) {
 
 BlockRange parse_block_range(std::string_view spec) {
   if (spec.empty() || spec == "all") return {};
-  const size_t colon = spec.find(':');
+  const size_t colon = spec.find(':'), dash = spec.find('-');
+  if (colon == std::string_view::npos && dash != std::string_view::npos && dash > 0) {
+    // "A-B": inclusive, the index-list form `oal calibrate --train-blocks` takes.
+    const int64_t a = parse_index(spec.substr(0, dash), spec);
+    const int64_t b = parse_index(spec.substr(dash + 1), spec);
+    check(b >= a, "block range", "'{}': end must not be below begin", spec);
+    return {a, b + 1};
+  }
   if (colon == std::string_view::npos) {
     const int64_t a = parse_index(spec, spec);
     return {a, a + 1};

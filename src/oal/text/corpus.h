@@ -24,8 +24,9 @@ struct BlockRange {
   int64_t end = -1;
 };
 
-// Parses "A:B" (blocks A..B-1), "A:" (A to the end), ":B", "A" (just block A), "" or
-// "all" (every block). Throws "[block range] ..." on anything else.
+// Parses "A:B" (blocks A..B-1), "A:" (A to the end), ":B", "A-B" (blocks A..B inclusive,
+// the form of the index lists other commands take), "A" (just block A), "" or "all"
+// (every block). Throws "[block range] ..." on anything else.
 BlockRange parse_block_range(std::string_view spec);
 
 // Number of complete blocks of `block_len` tokens in `token_count` tokens.
