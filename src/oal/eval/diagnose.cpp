@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numeric>
 
@@ -158,6 +162,26 @@ std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> gaussian_inputs(
   return {qk, masks};
 }
 
+// One matched control: per layer and head, |S_h| dimensions drawn uniformly without
+// replacement from that head's bulk (group 0), as masks [Hq, D] per layer.
+std::vector<at::Tensor> control_masks(const std::vector<DiagnoseLayer>& layers, uint64_t& rng) {
+  std::vector<at::Tensor> control;
+  for (const auto& l : layers) {
+    std::vector<std::vector<int64_t>> subsets;
+    for (const auto& g : l.groups) {
+      const int64_t need = int64_t(std::accumulate(g.begin() + 1, g.end(), size_t(0),
+          [](size_t a, const std::vector<int64_t>& x) { return a + x.size(); }));
+      const std::vector<int64_t>& bulk = g[0];
+      check(need <= int64_t(bulk.size()), k_op, "layer {}: subset larger than the bulk", l.layer);
+      std::vector<int64_t> s;
+      for (int64_t i : calib::sample_positions(int64_t(bulk.size()), need, rng)) s.push_back(bulk[i]);
+      subsets.push_back(s);
+    }
+    control.push_back(subset_masks(subsets, l.q.size(3)));
+  }
+  return control;
+}
+
 }  // namespace
 
 DiagnoseResult diagnose(const std::vector<DiagnoseLayer>& layers, const DiagnoseOptions& o) {
@@ -188,30 +212,32 @@ DiagnoseResult diagnose(const std::vector<DiagnoseLayer>& layers, const Diagnose
     if (o.gaussian) row.gaussian = retained_ratio(prepare(layers, name, o, &gauss.first), gauss.second);
     row.p_value = std::nan("");
     if (o.controls > 0) {
+      // Controls drawn in order from one stream (reproducible), then evaluated in
+      // parallel: each is independent, and ATen ops inside a parallel region run
+      // single-threaded.
       uint64_t rng = attn::derive_seed(o.seed, {0xc0, int64_t(done)});
-      for (int64_t b = 0; b < o.controls; ++b) {
-        std::vector<at::Tensor> control;
-        for (const auto& l : layers) {
-          std::vector<std::vector<int64_t>> subsets;
-          for (const auto& g : l.groups) {
-            const int64_t need = int64_t(std::accumulate(g.begin() + 1, g.end(), size_t(0),
-                [](size_t a, const std::vector<int64_t>& x) { return a + x.size(); }));
-            std::vector<int64_t> bulk = g[0];
-            check(need <= int64_t(bulk.size()), k_op, "layer {}: subset larger than the bulk", l.layer);
-            auto idx = calib::sample_positions(int64_t(bulk.size()), need, rng);
-            std::vector<int64_t> s;
-            for (int64_t i : idx) s.push_back(bulk[i]);
-            subsets.push_back(s);
-          }
-          control.push_back(subset_masks(subsets, l.q.size(3)));
+      std::vector<std::vector<at::Tensor>> controls;
+      for (int64_t b = 0; b < o.controls; ++b) controls.push_back(control_masks(layers, rng));
+      std::vector<char> exceeds(controls.size(), 0);
+      std::atomic<int64_t> finished{0};
+      const int64_t base = done * o.controls, total = int64_t(o.methods.size()) * o.controls;
+      at::parallel_for(0, o.controls, 1, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) {
+          exceeds[b] = retained_ratio(evals, controls[b]) >= row.retained;
+          const int64_t f = ++finished;
+          // Progress from the calling thread only (ProgressFn's contract).
+          if (at::get_thread_num() == 0) report(o.progress, base + f, total, "controls", name);
         }
-        if (retained_ratio(evals, control) >= row.retained) ++row.exceed;
-      }
+      });
+      row.exceed = std::count(exceeds.begin(), exceeds.end(), char(1));
       row.controls = o.controls;
       row.p_value = double(1 + row.exceed) / double(o.controls + 1);
     }
+    ++done;
+    report(o.progress, o.controls > 0 ? done * o.controls : done,
+           int64_t(o.methods.size()) * std::max<int64_t>(o.controls, 1),
+           o.controls > 0 ? "controls" : "methods", name);
     r.rows.push_back(row);
-    report(o.progress, ++done, int64_t(o.methods.size()), "methods", name);
   }
   return r;
 }
