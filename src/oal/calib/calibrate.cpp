@@ -10,6 +10,7 @@
 #include "oal/attention/random_draws.h"
 #include "oal/calib/method_factory.h"
 #include "oal/calib/problems.h"
+#include "oal/core/blas_threads.h"
 #include "oal/core/error.h"
 
 namespace oal::calib {
@@ -25,6 +26,7 @@ struct Job {
 // Runs jobs in parallel batches, reporting progress from the calling thread.
 void run_jobs(std::vector<Job>& jobs, const ProgressFn& progress, int64_t& done, int64_t total) {
   const int64_t batch = std::max<int64_t>(1, at::get_num_threads());
+  const ScopedSingleThreadBlas one_blas_thread;  // the fits already use every thread
   for (size_t start = 0; start < jobs.size(); start += batch) {
     const int64_t n = std::min<int64_t>(batch, int64_t(jobs.size() - start));
     at::parallel_for(0, n, 1, [&](int64_t b, int64_t e) {

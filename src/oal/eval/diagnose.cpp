@@ -15,6 +15,7 @@
 #include "oal/attention/random_draws.h"
 #include "oal/calib/fit.h"
 #include "oal/calib/method_factory.h"
+#include "oal/core/blas_threads.h"
 #include "oal/core/error.h"
 
 namespace oal::eval {
@@ -190,6 +191,7 @@ DiagnoseResult diagnose(const std::vector<DiagnoseLayer>& layers, const Diagnose
         "positions ({}) > 0, at least one seed and controls ({}) >= 0 expected", o.positions,
         o.controls);
   at::NoGradGuard no_grad;
+  const ScopedSingleThreadBlas one_blas_thread;  // small GEMMs, parallel controls
   DiagnoseResult r;
   std::vector<at::Tensor> masks;
   for (const auto& l : layers) {
