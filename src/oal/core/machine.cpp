@@ -1,10 +1,12 @@
 #include "oal/core/machine.h"
 
 #include <ATen/Parallel.h>
+#include <malloc.h>
 #include <torch/version.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <thread>
 
@@ -64,6 +66,12 @@ int configure_threads(int n) {
   if (n <= 0) n = 1;
   at::set_num_threads(n);
   return at::get_num_threads();
+}
+
+void keep_freed_memory() {
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+  mallopt(M_TOP_PAD, 64 << 20);
 }
 
 }  // namespace oal

@@ -19,4 +19,12 @@ MachineInfo machine_info();
 // (LibTorch's own default was 1 on Debian's build.) Returns the count in effect.
 int configure_threads(int n = 0);
 
+// glibc returns each large block (above its mmap threshold) to the kernel on free and
+// page-faults it back on the next allocation, so ATen's many short-lived 1–10 MB tensors
+// spend much of their time in the kernel (measured: `oal diagnose --methods performer
+// --controls 12` 75 s with 33 s of system time, 35 s with this). Keeps freed memory in
+// the heap for reuse (mmap threshold 1 GiB, no trimming); the process's RSS then stays
+// near its peak. For the CLI; `oal bench` does not call it (it measures memory).
+void keep_freed_memory();
+
 }  // namespace oal
