@@ -10,8 +10,10 @@
 // resetting it through /proc/self/clear_refs (Linux; if that is refused, the process
 // lifetime maximum from getrusage, flagged in the report). Reported absolute and as the
 // increase above the resident size just before the call (the call's own workspace).
-// GEMM rate: an fp32 (and bf16) 1024³ at::mm on the same threads, median of 5, measured
-// in the same run; a method's fraction = its GFLOP/s / the fp32 GEMM GFLOP/s.
+// GEMM rate: an fp32 (and bf16) 1024³ at::mm on the same threads, and the same fp32
+// product with the kernels' own gemm_f32, median of 5 each, measured in the same run; a
+// method's fraction = its GFLOP/s / the higher of the two fp32 rates (the best GEMM this
+// machine was seen to do).
 #include <ATen/ATen.h>
 
 #include <cstdint>
@@ -46,7 +48,7 @@ struct BenchRow {
   double ms_median = 0, ms_min = 0, ms_max = 0;  // per call (prefill) or per token (decode)
   double tokens_per_s = 0;
   double gflops = 0;                // 0 when the method has no FLOP model
-  double gemm_fraction = 0;         // gflops / fp32 GEMM rate
+  double gemm_fraction = 0;         // gflops / max(at::mm fp32, gemm_f32) rate
   int64_t peak_rss_bytes = 0, peak_extra_bytes = 0;
   int64_t state_bytes = 0;
 };
@@ -54,7 +56,8 @@ struct BenchRow {
 struct BenchReport {
   MachineInfo machine;
   std::string isa;                 // kernels' instruction set
-  double gemm_gflops_fp32 = 0, gemm_gflops_bf16 = 0;
+  double gemm_gflops_fp32 = 0, gemm_gflops_bf16 = 0;  // at::mm
+  double gemm_gflops_kernels = 0;                      // kernels::cpu::gemm_f32, fp32
   bool memory_reset_ok = true;     // false: peak memory is the process lifetime maximum
   BenchConfig config;
   std::vector<BenchRow> rows;

@@ -1,0 +1,109 @@
+// `oal bench` library (eval/bench.h): the rows a small run produces, what they claim
+// (state sizes, FLOP rates), the three output formats, and bad configurations. Speeds
+// themselves are not asserted (benchmarks, not timed tests).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "oal/core/error.h"
+#include "oal/eval/bench.h"
+#include "oal/kernels/cpu/oal_plan.h"
+
+namespace oal::eval {
+namespace {
+
+BenchConfig small_config() {
+  BenchConfig c;
+  c.methods = {"softmax-flash", "oal", "taylorshift"};
+  c.lengths = {32, 64};
+  c.dtypes = {at::kFloat};
+  c.repeats = 1;
+  c.warmup = 0;
+  c.decode_steps = 2;
+  c.shape.q_heads = 4;
+  c.shape.kv_heads = 2;
+  c.shape.dim = 16;
+  c.shape.value_dim = 16;
+  c.shape.chunk = 16;
+  c.shape.oal_groups = 3;
+  return c;
+}
+
+const BenchRow& find(const BenchReport& r, const std::string& method, const std::string& mode,
+                     int64_t n) {
+  for (const auto& row : r.rows)
+    if (row.method == method && row.mode == mode && row.n == n) return row;
+  throw std::runtime_error("row not found: " + method + " " + mode + " " + std::to_string(n));
+}
+
+TEST(Bench, SmallRunReportsEveryCellWithConsistentSizes) {
+  const BenchReport r = run_bench(small_config());
+  ASSERT_EQ(r.rows.size(), 12u);  // 3 methods x 2 lengths x (prefill, decode)
+  for (const auto& row : r.rows) {
+    EXPECT_FALSE(row.skipped) << row.method << " " << row.note;
+    EXPECT_GT(row.ms_median, 0.0) << row.method;
+    EXPECT_LE(row.ms_min, row.ms_median);
+    EXPECT_GE(row.ms_max, row.ms_median);
+    EXPECT_TRUE(row.note.empty()) << row.method << ": " << row.note;  // no fallback for fp32
+  }
+  // OAL's state is Df x (Dv + 1) fp32 per KV head whatever the context; the softmax KV
+  // cache is N x (D + Dv) per KV head and doubles with N.
+  const int64_t oal_state = 2 * kernels::cpu::oal_feature_dim(16) * 17 * 4;
+  EXPECT_EQ(find(r, "oal", "decode", 32).state_bytes, oal_state);
+  EXPECT_EQ(find(r, "oal", "decode", 64).state_bytes, oal_state);
+  EXPECT_GT(find(r, "softmax-flash", "decode", 64).state_bytes,
+            find(r, "softmax-flash", "decode", 32).state_bytes);
+  // FLOP models exist for the kernels' methods, not for the baselines.
+  EXPECT_GT(find(r, "oal", "prefill", 64).gflops, 0.0);
+  EXPECT_GT(find(r, "softmax-flash", "prefill", 64).gflops, 0.0);
+  EXPECT_EQ(find(r, "taylorshift", "prefill", 64).gflops, 0.0);
+  EXPECT_GT(r.gemm_gflops_fp32, 0.0);
+  EXPECT_GT(r.gemm_gflops_kernels, 0.0);
+
+  const auto j = nlohmann::json::parse(bench_json(r));
+  ASSERT_EQ(j.at("rows").size(), 12u);
+  for (const auto& row : j.at("rows"))
+    for (const char* key : {"method", "mode", "n", "ms_median", "gflops"})
+      EXPECT_TRUE(row.contains(key)) << key;
+  EXPECT_TRUE(j.at("gemm_gflops").contains("fp32_kernels"));
+  // CSV: "# " provenance lines, then the header and one line per row.
+  const std::string csv = bench_csv(r);
+  EXPECT_NE(csv.find("\nmethod,mode,dtype,n,"), std::string::npos);
+  int data_lines = 0;
+  for (size_t at = 0; at < csv.size();) {
+    const size_t eol = csv.find('\n', at);
+    if (csv.compare(at, 2, "# ") != 0) ++data_lines;
+    at = eol == std::string::npos ? csv.size() : eol + 1;
+  }
+  EXPECT_EQ(data_lines, 13);
+  EXPECT_NE(bench_svg(r).find("<svg"), std::string::npos);
+  EXPECT_NE(bench_markdown(r).find("| oal | fp32 | 64 |"), std::string::npos);
+}
+
+TEST(Bench, BadConfigurationsAreErrors) {
+  auto expect_bench_error = [](BenchConfig c, const std::string& needle) {
+    try {
+      run_bench(c);
+      ADD_FAILURE() << "expected an error containing " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  BenchConfig c = small_config();
+  c.methods = {"flashier"};
+  expect_bench_error(c, "unknown method 'flashier'");
+  c = small_config();
+  c.repeats = 0;
+  expect_bench_error(c, "repeats");
+  c = small_config();
+  c.dtypes = {at::kDouble};
+  expect_bench_error(c, "expected bf16 or fp32");
+  c = small_config();
+  c.shape.kv_heads = 3;  // 4 query heads do not split over 3 KV heads
+  expect_bench_error(c, "inconsistent shape");
+}
+
+}  // namespace
+}  // namespace oal::eval
