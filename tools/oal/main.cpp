@@ -38,11 +38,9 @@ int main(int argc, char** argv) {
   }
   try {
     oal::configure_threads();
-    for (auto& [sub, run] : runs) {
-      if (!sub->parsed()) continue;
-      if (sub->get_name() != "bench") oal::keep_freed_memory();  // bench measures memory
-      run();
-    }
+    oal::keep_freed_memory();
+    for (auto& [sub, run] : runs)
+      if (sub->parsed()) run();
   } catch (const oal::Error& e) {
     std::fflush(stdout);
     fmt::print(stderr, "error: {}\n", e.what());

@@ -74,4 +74,6 @@ void keep_freed_memory() {
   mallopt(M_TOP_PAD, 64 << 20);
 }
 
+void release_freed_memory() { malloc_trim(0); }
+
 }  // namespace oal

@@ -9,7 +9,10 @@
 // Peak memory: the process resident-set high-water mark (VmHWM) during one call, after
 // resetting it through /proc/self/clear_refs (Linux; if that is refused, the process
 // lifetime maximum from getrusage, flagged in the report). Reported absolute and as the
-// increase above the resident size just before the call (the call's own workspace).
+// increase above the resident size just before the call (the call's own workspace). The
+// heap's free memory is given back (release_freed_memory) before each prefill cell, so
+// its first call allocates afresh; later calls reuse the kept memory (the CLI keeps
+// freed memory, core/machine.h), so the timed calls do not pay page faults.
 // GEMM rate: an fp32 (and bf16) 1024³ at::mm on the same threads, and the same fp32
 // product with the kernels' own gemm_f32, median of 5 each, measured in the same run; a
 // method's fraction = its GFLOP/s / the higher of the two fp32 rates (the best GEMM this
