@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "oal/attention/qkv_shape.h"
-#include "oal/kernels/cpu/oal_prefill.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
+#include "oal/kernels/cpu/oal_prefill.h"
 
 namespace oal::attn {
 namespace {
@@ -355,6 +355,7 @@ std::string hd_kernel_blocker(const at::Tensor& q, const at::Tensor& k, const at
                               const LayerKernels& lk, const HdState& state,
                               const HdOptions& options) {
   if (options.backend == HdBackend::aten) return "the ATen backend was requested";
+  if (!state.S.defined()) return "the state is undefined";
   for (const at::Tensor* t : {&q, &k, &v, &state.S})
     if (!t->device().is_cpu()) return "a tensor is not on the CPU";
   const auto dt = q.scalar_type();
