@@ -23,6 +23,19 @@ int64_t elem_bytes(at::ScalarType t) { return static_cast<int64_t>(c10::elementS
 
 double scale_of(const BenchShape& s) { return 1.0 / std::sqrt(static_cast<double>(s.dim)); }
 
+// The kernels' view of the benchmarked shape with q_len queries after k_len keys.
+kc::AttentionDims dims_of(const BenchShape& s, int64_t q_len, int64_t k_len) {
+  kc::AttentionDims d;
+  d.batch = s.batch;
+  d.q_heads = s.q_heads;
+  d.kv_heads = s.kv_heads;
+  d.q_len = q_len;
+  d.k_len = k_len;
+  d.dim = s.dim;
+  d.value_dim = s.value_dim;
+  return d;
+}
+
 // ---- softmax-flash ------------------------------------------------------------------
 
 // KV cache in the kernel's layout: Kᵀ [B·Hkv, D, cap] and V [B·Hkv, cap, Dv], fp32.
@@ -47,16 +60,8 @@ class FlashDecoder : public BenchDecoder {
     v_.select(1, len_).copy_(v.reshape({-1, s_.value_dim}));
     ++len_;
     q32_.copy_(q);
-    kc::AttentionDims d;
-    d.batch = s_.batch;
-    d.q_heads = s_.q_heads;
-    d.kv_heads = s_.kv_heads;
-    d.q_len = 1;
-    d.k_len = len_;
-    d.dim = s_.dim;
-    d.value_dim = s_.value_dim;
-    kc::flash_softmax_kt_f32(d, q32_.data_ptr<float>(), kt_.data_ptr<float>(), cap_,
-                             v_.data_ptr<float>(), cap_, y.data_ptr<float>(),
+    kc::flash_softmax_kt_f32(dims_of(s_, 1, len_), q32_.data_ptr<float>(), kt_.data_ptr<float>(),
+                             cap_, v_.data_ptr<float>(), cap_, y.data_ptr<float>(),
                              static_cast<float>(scale_of(s_)));
   }
   // The logical cache: keys and values of the absorbed tokens in the benchmark dtype.
@@ -217,16 +222,7 @@ BenchMethod quadratic_method(const BenchShape& s, std::string name, int64_t grou
   m.decoder = [s, kernels](at::ScalarType, int64_t) -> std::unique_ptr<BenchDecoder> {
     return std::make_unique<OalDecoder>(s, *kernels);
   };
-  m.prefill_flops = [s](int64_t n) {
-    kc::AttentionDims d;
-    d.batch = s.batch;
-    d.q_heads = s.q_heads;
-    d.kv_heads = s.kv_heads;
-    d.q_len = d.k_len = n;
-    d.dim = s.dim;
-    d.value_dim = s.value_dim;
-    return kc::oal_prefill_flops(d, s.chunk);
-  };
+  m.prefill_flops = [s](int64_t n) { return kc::oal_prefill_flops(dims_of(s, n, n), s.chunk); };
   m.decode_flops = [s](int64_t) { return oal_decode_flops(s); };
   m.state_bytes = [s](int64_t, at::ScalarType) {
     return s.batch * s.kv_heads * kc::oal_feature_dim(s.dim) * (s.value_dim + 1) *
