@@ -2,11 +2,12 @@
 # Installs the Debian 12 packages oal builds against. Idempotent: packages already
 # present are skipped, and apt is not touched at all when nothing is missing.
 # libopenblas-dev is required: without it LibTorch links the reference BLAS and fp32
-# GEMM runs ~15x slower (see docs/design.md).
+# GEMM runs ~15x slower (see docs/design.md). libhwy-dev (Google Highway) is the CPU
+# kernels' portable SIMD layer.
 set -euo pipefail
 
 packages=(build-essential cmake libtorch-dev libopenblas-dev nlohmann-json3-dev
-          libcli11-dev libgtest-dev libfmt-dev)
+          libcli11-dev libgtest-dev libfmt-dev libhwy-dev)
 
 missing=()
 for p in "${packages[@]}"; do

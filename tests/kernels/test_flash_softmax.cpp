@@ -48,9 +48,9 @@ std::vector<double> naive(const kc::AttentionDims& d, const std::vector<float>& 
   return y;
 }
 
-void run_case(kc::Isa isa, int64_t dim, int64_t dv, int64_t ratio, int64_t T, int64_t extra,
+void run_case(kc::SimdTarget isa, int64_t dim, int64_t dv, int64_t ratio, int64_t T, int64_t extra,
               int64_t qb, int64_t kb) {
-  kc::ScopedIsa guard(isa);
+  kc::ScopedTarget guard(isa);
   kc::AttentionDims d;
   d.batch = 2;
   d.kv_heads = 1;
@@ -74,7 +74,7 @@ void run_case(kc::Isa isa, int64_t dim, int64_t dv, int64_t ratio, int64_t T, in
     // Outputs are convex combinations of |v| <~ 4; fp32 exp (rel. 2e-7), fp32 scores
     // (|s| ~ 30, abs. error ~ 1e-5 -> weights rel. 1e-5) and sums bound the error near
     // 1e-5 * max|v|; 1e-4 leaves margin, while any masking or indexing bug is O(0.1).
-    ASSERT_NEAR(y[i], ref[i], 1e-4) << "isa " << kc::isa_name(isa) << " d=" << dim << " dv=" << dv
+    ASSERT_NEAR(y[i], ref[i], 1e-4) << "isa " << kc::target_name(isa) << " d=" << dim << " dv=" << dv
                                     << " ratio=" << ratio << " T=" << T << " S=" << d.k_len
                                     << " blocks " << qb << "/" << kb << " index " << i;
 }
@@ -82,17 +82,20 @@ void run_case(kc::Isa isa, int64_t dim, int64_t dv, int64_t ratio, int64_t T, in
 }  // namespace
 
 TEST(FlashSoftmax, MatchesNaiveAcrossShapes) {
-  for (kc::Isa isa : {kc::Isa::scalar, kc::detected_isa()})
+  for (kc::SimdTarget isa : kc::available_targets())
     for (int64_t T : {1, 2, 63, 64, 65, 257})
       run_case(isa, 16, 8, 2, T, 0, 64, 64);
-  for (int64_t dim : {8, 16, 64})
-    for (int64_t dv : {8, 64})
-      for (int64_t ratio : {1, 2, 7}) run_case(kc::detected_isa(), dim, dv, ratio, 65, 0, 16, 32);
+  for (kc::SimdTarget isa : kc::available_targets())
+    for (int64_t dim : {8, 16, 64})
+      for (int64_t dv : {8, 64})
+        for (int64_t ratio : {1, 2, 7}) run_case(isa, dim, dv, ratio, 65, 0, 16, 32);
 }
 
 TEST(FlashSoftmax, CachedPrefixAndDecodeShapes) {
   // S > T: the queries are the last T positions (decode with a KV cache when T = 1).
-  for (int64_t T : {1, 3, 70})
-    for (int64_t extra : {1, 100}) run_case(kc::detected_isa(), 64, 64, 7, T, extra, 64, 64);
-  run_case(kc::Isa::scalar, 8, 8, 7, 1, 129, 64, 16);
+  for (kc::SimdTarget isa : kc::available_targets()) {
+    for (int64_t T : {1, 3, 70})
+      for (int64_t extra : {1, 100}) run_case(isa, 64, 64, 7, T, extra, 64, 64);
+    run_case(isa, 8, 8, 7, 1, 129, 64, 16);
+  }
 }

@@ -1,11 +1,14 @@
-// gemm_f32 (AVX-512 tiles and the scalar loop) against a fp64 triple loop.
+// gemm_f32 against a fp64 triple loop: the own micro-kernel on every SIMD target this CPU
+// runs, the BLAS backend, the automatic choice, and the scalar reference loop.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
+#include "oal/kernels/cpu/gemm_choice.h"
 #include "oal/kernels/cpu/gemm_f32.h"
 #include "oal/kernels/cpu/isa.h"
 
@@ -21,14 +24,17 @@ std::vector<float> uniform(size_t n, unsigned seed) {
   return x;
 }
 
-void check_case(kc::Isa isa, int64_t M, int64_t N, int64_t K, bool trans_a, bool accumulate) {
-  kc::ScopedIsa guard(isa);
+using GemmFn = void (*)(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*,
+                       int64_t, float*, int64_t, bool);
+
+void check_case(GemmFn gemm, const std::string& what, int64_t M, int64_t N, int64_t K,
+                bool trans_a, bool accumulate) {
   const int64_t ldb = N + 3, ldc = N + 5;  // padded rows: strides are honoured
   const auto a = uniform(M * K, 1), b = uniform(K * ldb, 2);
   auto c = uniform(M * ldc, 3);
   const auto c0 = c;
   const int64_t a_rs = trans_a ? 1 : K, a_cs = trans_a ? M : 1;
-  kc::gemm_f32(M, N, K, a.data(), a_rs, a_cs, b.data(), ldb, c.data(), ldc, accumulate);
+  gemm(M, N, K, a.data(), a_rs, a_cs, b.data(), ldb, c.data(), ldc, accumulate);
   for (int64_t m = 0; m < M; ++m) {
     for (int64_t n = 0; n < ldc; ++n) {
       if (n >= N) {  // padding must be untouched
@@ -42,7 +48,7 @@ void check_case(kc::Isa isa, int64_t M, int64_t N, int64_t K, bool trans_a, bool
       // like K * 2^-24 * sum|a b| <= K^2 * 6e-8; 2e-6 * K is far above the typical error
       // yet far below any indexing mistake (O(1)).
       ASSERT_NEAR(c[m * ldc + n], ref, 2e-6 * (K + 1))
-          << "isa " << kc::isa_name(isa) << " M=" << M << " N=" << N << " K=" << K
+          << what << " M=" << M << " N=" << N << " K=" << K
           << " m=" << m << " n=" << n;
     }
   }
@@ -53,8 +59,27 @@ void check_case(kc::Isa isa, int64_t M, int64_t N, int64_t K, bool trans_a, bool
 TEST(GemmF32, MatchesFp64OnOddShapes) {
   const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
       {1, 1, 1}, {7, 13, 5}, {6, 64, 128}, {13, 65, 300}, {50, 17, 129}, {5, 130, 3}, {3, 16, 0}};
-  for (kc::Isa isa : {kc::Isa::scalar, kc::detected_isa()})
+  auto sweep = [&](GemmFn gemm, const std::string& what) {
     for (auto [M, N, K] : shapes)
       for (bool ta : {false, true})
-        for (bool acc : {false, true}) check_case(isa, M, N, K, ta, acc);
+        for (bool acc : {false, true}) check_case(gemm, what, M, N, K, ta, acc);
+  };
+  for (kc::SimdTarget isa : kc::available_targets()) {
+    kc::ScopedTarget guard(isa);
+    sweep(&kc::gemm_f32_own, "own " + kc::target_name(isa));
+    sweep(&kc::gemm_f32, "automatic " + kc::target_name(isa));
+  }
+  sweep(&kc::gemm_f32_scalar, "scalar reference");
+  ASSERT_TRUE(kc::blas_available()) << "LibTorch's BLAS (cblas_sgemm) should be loaded";
+  sweep(&kc::gemm_f32_blas, "blas");
+}
+
+TEST(GemmF32, PolicyForcesTheBackend) {
+  const kc::GemmPolicy saved = kc::set_gemm_policy(kc::GemmPolicy::blas);
+  EXPECT_EQ(kc::gemm_choice(64, 64, 64, 64, 1), kc::GemmBackend::blas);
+  // A without a unit stride cannot go to BLAS: the own kernel takes it.
+  EXPECT_EQ(kc::gemm_choice(64, 64, 64, 3, 5), kc::GemmBackend::own);
+  kc::set_gemm_policy(kc::GemmPolicy::own);
+  EXPECT_EQ(kc::gemm_choice(448, 64, 2145, 2145, 1), kc::GemmBackend::own);
+  kc::set_gemm_policy(saved);
 }

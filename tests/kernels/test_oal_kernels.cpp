@@ -173,8 +173,10 @@ TEST(OalPrefillKernel, LengthsAndChunksAgainstPairwise) {
       expect_close(run_prefill(c, chunk, 1), ref, "prefill", c, chunk);
       if (T > 64) expect_close(run_prefill(c, chunk, 3), ref, "3 segments", c, chunk);
     }
-    kc::ScopedIsa scalar(kc::Isa::scalar);
-    expect_close(run_prefill(c, 64, 2), ref, "scalar isa", c, 64);
+    for (kc::SimdTarget isa : kc::available_targets()) {  // every SIMD target on this CPU
+      kc::ScopedTarget guard(isa);
+      expect_close(run_prefill(c, 64, 2), ref, kc::target_name(isa).c_str(), c, 64);
+    }
   }
 }
 
@@ -183,7 +185,11 @@ TEST(OalPrefillKernel, DimsAndGqaAgainstPairwise) {
     for (int64_t dv : {8, 64})
       for (int64_t ratio : {1, 2, 7}) {
         const Case c = make_case(d, dv, ratio, 65, 5, unsigned(d * 100 + dv + ratio));
-        expect_close(run_prefill(c, 64, 0), pairwise(c), "prefill", c, 64);
+        const auto ref = pairwise(c);
+        for (kc::SimdTarget isa : kc::available_targets()) {
+          kc::ScopedTarget guard(isa);
+          expect_close(run_prefill(c, 64, 0), ref, kc::target_name(isa).c_str(), c, 64);
+        }
       }
 }
 
@@ -228,10 +234,10 @@ TEST(OalPrefillKernel, StateContinuesAcrossCalls) {
 }
 
 TEST(OalDecodeKernel, StepsMatchPrefillOutputsAndState) {
-  for (kc::Isa isa : {kc::Isa::scalar, kc::detected_isa()})
+  for (kc::SimdTarget isa : kc::available_targets())
     for (int64_t ratio : {1, 7, 9})  // 9 heads: more than one 7-head register block
       for (int64_t dv : {8, 64, 72}) {
-        kc::ScopedIsa guard(isa);
+        kc::ScopedTarget guard(isa);
         const Case c = make_case(16, dv, ratio, 40, 3, unsigned(ratio * 10 + dv));
         const auto& d = c.dims;
         const auto plan = kc::OalPlan::build(c.group_of, c.L, c.eps);
@@ -254,7 +260,7 @@ TEST(OalDecodeKernel, StepsMatchPrefillOutputsAndState) {
             for (int64_t e = 0; e < dv; ++e)
               // Same fp32 arithmetic in a different order (per token vs per chunk).
               ASSERT_NEAR(yt[bh * dv + e], ref[(bh * d.q_len + i) * dv + e], 1e-4)
-                  << kc::isa_name(isa) << " ratio " << ratio << " dv " << dv << " t " << i;
+                  << kc::target_name(isa) << " ratio " << ratio << " dv " << dv << " t " << i;
         }
         for (int64_t i = 0; i < sz; ++i)
           ASSERT_NEAR(dec_state[i], pre_state[i], 1e-4 * (1 + std::abs(pre_state[i]))) << i;

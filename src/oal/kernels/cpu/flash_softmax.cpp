@@ -1,16 +1,22 @@
-#include "oal/kernels/cpu/flash_softmax.h"
+// Flash-style causal softmax on the CPU, compiled once per SIMD target (Highway
+// foreach_target; the GEMMs go through gemm_f32's own dispatch).
+#include "oal/kernels/cpu/simd_config.h"
+// (simd_config.h first: it selects the targets foreach_target.h compiles.)
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "oal/kernels/cpu/flash_softmax.cpp"
+#include <hwy/foreach_target.h>
+#include <hwy/highway.h>
 
-#include <algorithm>
-#include <cmath>
 #include <limits>
 #include <vector>
 
+#include "oal/kernels/cpu/flash_softmax.h"
 #include "oal/kernels/cpu/gemm_f32.h"
-#include "oal/kernels/cpu/isa.h"
 #include "oal/kernels/cpu/parallel.h"
-#include "oal/kernels/cpu/simd_avx512.h"
+#include "oal/kernels/cpu/simd_tiles-inl.h"
 
-namespace oal::kernels::cpu {
+HWY_BEFORE_NAMESPACE();
+namespace oal::kernels::cpu::HWY_NAMESPACE {
 namespace {
 
 constexpr float k_neg_inf = -std::numeric_limits<float>::infinity();
@@ -18,49 +24,27 @@ constexpr float k_neg_inf = -std::numeric_limits<float>::infinity();
 // Online-softmax step for one score row s[0, n_total) of which the first n_valid are
 // visible: updates the running max m and sum l, overwrites s with exp(s - m_new) (zeros
 // past n_valid) and returns the factor the row's running output must be scaled by.
-float online_row_scalar(float* s, int64_t n_valid, int64_t n_total, float& m, float& l) {
-  float mx = k_neg_inf;
-  for (int64_t j = 0; j < n_valid; ++j) mx = std::max(mx, s[j]);
-  const float m_new = std::max(m, mx);
+float online_row(float* s, int64_t n_valid, int64_t n_total, float& m, float& l) {
+  const DF d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const VF neg_inf = hn::Set(d, k_neg_inf);
+  VF vmax = neg_inf;
+  for (int64_t j = 0; j < n_valid; j += L)
+    vmax = hn::IfThenElse(first_lanes(d, n_valid - j), hn::Max(vmax, load_n(d, s + j, n_valid - j)),
+                          vmax);
+  const float m_new = std::max(m, hn::GetLane(hn::MaxOfLanes(d, vmax)));
   const float alpha = m == k_neg_inf ? 0.0f : std::exp(m - m_new);
-  float sum = 0;
-  for (int64_t j = 0; j < n_valid; ++j) {
-    s[j] = std::exp(s[j] - m_new);
-    sum += s[j];
+  const VF vm = hn::Set(d, m_new);
+  VF vsum = hn::Zero(d);
+  for (int64_t j = 0; j < n_total; j += L) {
+    const auto valid = first_lanes(d, n_valid - j);
+    const VF p = hn::IfThenElseZero(valid, exp_clamped(d, hn::Sub(load_n(d, s + j, n_total - j), vm)));
+    store_n(p, d, s + j, n_total - j);
+    vsum = hn::Add(vsum, p);
   }
-  std::fill(s + n_valid, s + n_total, 0.0f);
-  l = l * alpha + sum;
+  l = l * alpha + hn::GetLane(hn::SumOfLanes(d, vsum));
   m = m_new;
   return alpha;
-}
-
-OAL_AVX512 float online_row_avx512(float* s, int64_t n_valid, int64_t n_total, float& m,
-                                   float& l) {
-  __m512 vmax = _mm512_set1_ps(k_neg_inf);
-  for (int64_t j = 0; j < n_valid; j += 16) {
-    const __mmask16 mk = simd::lane_mask(n_valid - j);
-    vmax = _mm512_mask_max_ps(vmax, mk, vmax, _mm512_maskz_loadu_ps(mk, s + j));
-  }
-  const float mx = _mm512_reduce_max_ps(vmax);
-  const float m_new = std::max(m, mx);
-  const float alpha = m == k_neg_inf ? 0.0f : std::exp(m - m_new);
-  const __m512 vm = _mm512_set1_ps(m_new);
-  __m512 vsum = _mm512_setzero_ps();
-  for (int64_t j = 0; j < n_total; j += 16) {
-    const __mmask16 all = simd::lane_mask(n_total - j);
-    const __mmask16 valid = j < n_valid ? simd::lane_mask(n_valid - j) : __mmask16{0};
-    const __m512 p =
-        _mm512_maskz_mov_ps(valid, simd::exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(all, s + j), vm)));
-    _mm512_mask_storeu_ps(s + j, all, p);
-    vsum = _mm512_add_ps(vsum, p);
-  }
-  l = l * alpha + _mm512_reduce_add_ps(vsum);
-  m = m_new;
-  return alpha;
-}
-
-void scale_row(float* o, int64_t n, float alpha) {
-  for (int64_t j = 0; j < n; ++j) o[j] *= alpha;
 }
 
 struct Scratch {
@@ -85,52 +69,56 @@ Items plan_items(const AttentionDims& d, const FlashOptions& opt) {
   return it;
 }
 
+struct Call {
+  const AttentionDims& dims;
+  const FlashOptions& opt;
+  const Items& it;
+  const float *q, *kt;
+  int64_t ldkt;
+  const float* v;
+  int64_t v_rows;
+  float* y;
+  float scale;
+};
+
 // One work item: KV head `kvh` (batch-major index), head block `hb`, query block `qb`.
-void flash_item(const AttentionDims& dims, const FlashOptions& opt, const Items& it,
-                const float* q, const float* kt, int64_t ldkt, const float* v, int64_t v_rows,
-                float* y, float scale, int64_t kvh, int64_t hb, int64_t qb, Scratch& w, bool avx) {
+void flash_item(const Call& c, int64_t kvh, int64_t hb, int64_t qb, Scratch& w) {
+  const AttentionDims& dims = c.dims;
   const int64_t D = dims.dim, Dv = dims.value_dim, T = dims.q_len;
-  const int64_t Bc = opt.k_block, off = dims.offset();
-  const int64_t i0 = qb * it.block, rb = std::min(it.block, T - i0);
-  const int64_t rows = rb * it.heads;
+  const int64_t Bc = c.opt.k_block, off = dims.offset();
+  const int64_t i0 = qb * c.it.block, rb = std::min(c.it.block, T - i0);
+  const int64_t rows = rb * c.it.heads;
   const int64_t b = kvh / dims.kv_heads;
-  const int64_t h0 = (kvh % dims.kv_heads) * dims.group_size() + hb * it.heads;
-  const float* kth = kt + kvh * D * ldkt;
-  const float* vh = v + kvh * v_rows * Dv;
+  const int64_t h0 = (kvh % dims.kv_heads) * dims.group_size() + hb * c.it.heads;
+  const float* kth = c.kt + kvh * D * c.ldkt;
+  const float* vh = c.v + kvh * c.v_rows * Dv;
   // Row r = (head h0 + r / rb, position i0 + r % rb).
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* src = q + ((b * dims.q_heads + h0 + r / rb) * T + i0 + r % rb) * D;
-    for (int64_t c = 0; c < D; ++c) w.qs[r * D + c] = src[c] * scale;
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    scaled_product(c.scale, c.q + ((b * dims.q_heads + h0 + r / rb) * T + i0 + r % rb) * D,
+                   nullptr, w.qs.data() + r * D, D);
   std::fill(w.o.begin(), w.o.begin() + rows * Dv, 0.0f);
   std::fill(w.m.begin(), w.m.begin() + rows, k_neg_inf);
   std::fill(w.l.begin(), w.l.begin() + rows, 0.0f);
   const int64_t kend = i0 + rb + off;  // keys [0, kend) are visible to some row
   for (int64_t j0 = 0; j0 < kend; j0 += Bc) {
     const int64_t bc = std::min(Bc, kend - j0);
-    gemm_f32(rows, bc, D, w.qs.data(), D, 1, kth + j0, ldkt, w.s.data(), Bc, false);
+    gemm_f32(rows, bc, D, w.qs.data(), D, 1, kth + j0, c.ldkt, w.s.data(), Bc, false);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t n_valid = std::clamp<int64_t>(i0 + r % rb + off - j0 + 1, 0, bc);
-      float* sr = w.s.data() + r * Bc;
-      const float alpha = avx ? online_row_avx512(sr, n_valid, bc, w.m[r], w.l[r])
-                              : online_row_scalar(sr, n_valid, bc, w.m[r], w.l[r]);
-      if (alpha != 1.0f) scale_row(w.o.data() + r * Dv, Dv, alpha);
+      const float alpha = online_row(w.s.data() + r * Bc, n_valid, bc, w.m[r], w.l[r]);
+      if (alpha != 1.0f) scaled_product(alpha, w.o.data() + r * Dv, nullptr, w.o.data() + r * Dv, Dv);
     }
     gemm_f32(rows, Dv, bc, w.s.data(), Bc, 1, vh + j0 * Dv, Dv, w.o.data(), Dv, true);
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    float* dst = y + ((b * dims.q_heads + h0 + r / rb) * T + i0 + r % rb) * Dv;
-    const float inv = 1.0f / w.l[r];
-    for (int64_t c = 0; c < Dv; ++c) dst[c] = w.o[r * Dv + c] * inv;
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    scaled_product(1.0f / w.l[r], w.o.data() + r * Dv, nullptr,
+                   c.y + ((b * dims.q_heads + h0 + r / rb) * T + i0 + r % rb) * Dv, Dv);
 }
 
 }  // namespace
 
-void flash_softmax_kt_f32(const AttentionDims& dims, const float* q, const float* kt,
-                          int64_t ldkt, const float* v, int64_t v_rows, float* y,
-                          float scale, const FlashOptions& opt) {
-  if (dims.q_len == 0 || dims.batch == 0 || dims.q_heads == 0) return;
+void flash_kt(const AttentionDims& dims, const float* q, const float* kt, int64_t ldkt,
+              const float* v, int64_t v_rows, float* y, float scale, const FlashOptions& opt) {
   const Items it = plan_items(dims, opt);
   const int64_t items = it.count(dims);
   const int64_t rows = it.block * it.heads;
@@ -142,14 +130,27 @@ void flash_softmax_kt_f32(const AttentionDims& dims, const float* q, const float
     w.m.resize(rows);
     w.l.resize(rows);
   }
-  const bool avx = active_isa() == Isa::avx512;
+  const Call call{dims, opt, it, q, kt, ldkt, v, v_rows, y, scale};
   const int64_t per_qb = dims.batch * dims.kv_heads * it.n_hb;
   // Item i: the latest query blocks (most keys) first, so the last items are cheap.
   parallel_items(items, opt.threads, [&](int64_t worker, int64_t i) {
     const int64_t qb = it.n_qb - 1 - i / per_qb, rest = i % per_qb;
-    flash_item(dims, opt, it, q, kt, ldkt, v, v_rows, y, scale, rest / it.n_hb, rest % it.n_hb, qb,
-               scratch[worker], avx);
+    flash_item(call, rest / it.n_hb, rest % it.n_hb, qb, scratch[worker]);
   });
+}
+
+}  // namespace oal::kernels::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace oal::kernels::cpu {
+HWY_EXPORT(flash_kt);
+
+void flash_softmax_kt_f32(const AttentionDims& dims, const float* q, const float* kt,
+                          int64_t ldkt, const float* v, int64_t v_rows, float* y,
+                          float scale, const FlashOptions& opt) {
+  if (dims.q_len == 0 || dims.batch == 0 || dims.q_heads == 0) return;
+  HWY_DYNAMIC_DISPATCH(flash_kt)(dims, q, kt, ldkt, v, v_rows, y, scale, opt);
 }
 
 void flash_softmax_f32(const AttentionDims& dims, const float* q, const float* k,
@@ -169,3 +170,4 @@ void flash_softmax_f32(const AttentionDims& dims, const float* q, const float* k
 }
 
 }  // namespace oal::kernels::cpu
+#endif  // HWY_ONCE

@@ -1,7 +1,8 @@
 #pragma once
 // Flash-style causal softmax attention on the CPU (exact softmax, online over key
-// blocks), with grouped-query attention. The tensor entry point and its support check
-// live in src/oal/attention/fast_paths.h; this is the raw kernel.
+// blocks), with grouped-query attention. The tensor entry points are
+// attention/softmax.h (softmax_attention_flash) and SoftmaxAttention / SoftmaxKvCache
+// (attention/softmax_method.h); this is the raw kernel.
 #include <cstdint>
 
 #include "oal/kernels/cpu/attention_dims.h"

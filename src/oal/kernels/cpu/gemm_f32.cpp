@@ -1,66 +1,70 @@
-#include "oal/kernels/cpu/gemm_f32.h"
+// The kernels' own fp32 GEMM micro-kernel, compiled once per SIMD target (Highway
+// foreach_target: this file is included again for every target in simd_config.h).
+#include "oal/kernels/cpu/simd_config.h"
+// (simd_config.h first: it selects the targets foreach_target.h compiles.)
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "oal/kernels/cpu/gemm_f32.cpp"
+#include <hwy/foreach_target.h>
+#include <hwy/highway.h>
 
-#include <algorithm>
+#include "oal/kernels/cpu/simd_tiles-inl.h"
 
-#include "oal/kernels/cpu/isa.h"
-#include "oal/kernels/cpu/simd_avx512.h"
-
-namespace oal::kernels::cpu {
+HWY_BEFORE_NAMESPACE();
+namespace oal::kernels::cpu::HWY_NAMESPACE {
 namespace {
 
-constexpr int k_mr = 6;        // rows per register tile
-constexpr int k_nv = 4;        // 16-float vectors per register tile row (64 columns)
-constexpr int64_t k_kc = 128;  // K panel: a 128 x 64 fp32 B panel (32 KiB) stays in L1
+// Register tile: MR rows x NV vectors of C. 6 x NV accumulators + NV B vectors + one
+// broadcast fit the register file (6·4+4+1 = 29 of 32; 6·2+2+1 = 15 of 16).
+constexpr int k_mr = 6;
+constexpr int k_nv = k_vector_registers >= 32 ? 4 : 2;
+constexpr int64_t k_kc = 128;  // K panel: a 128 x (NV·lanes) B panel stays in L1
 
-// One MR x (NV*16) tile of C over K steps; the last vector of each row is masked.
+// One MR x (NV·lanes) tile of C over K steps; the last vector of each row is masked to
+// `last` lanes.
 template <int MR, int NV>
-OAL_AVX512 void tile(int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
-                     int64_t ldb, float* c, int64_t ldc, bool load_c, __mmask16 last) {
-  __m512 acc[MR][NV];
-#pragma GCC unroll 8
+void tile(int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t ldb,
+          float* c, int64_t ldc, bool load_c, int64_t last) {
+  const DF d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  VF acc[MR][NV];
   for (int m = 0; m < MR; ++m)
-#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
-      const __mmask16 mk = v == NV - 1 ? last : static_cast<__mmask16>(0xFFFF);
-      acc[m][v] = load_c ? _mm512_maskz_loadu_ps(mk, c + m * ldc + 16 * v) : _mm512_setzero_ps();
+      float* p = c + m * ldc + L * v;
+      acc[m][v] = !load_c ? hn::Zero(d) : v == NV - 1 ? load_n(d, p, last) : hn::LoadU(d, p);
     }
   const float* arow[MR];
-#pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) arow[m] = a + m * a_rs;
   for (int64_t k = 0; k < K; ++k) {
-    __m512 bv[NV];
+    VF bv[NV];
     const float* bk = b + k * ldb;
-#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v)
-      bv[v] = v == NV - 1 ? _mm512_maskz_loadu_ps(last, bk + 16 * v) : _mm512_loadu_ps(bk + 16 * v);
+      bv[v] = v == NV - 1 ? load_n(d, bk + L * v, last) : hn::LoadU(d, bk + L * v);
     const int64_t ko = k * a_cs;
-#pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
-      const __m512 av = _mm512_set1_ps(arow[m][ko]);
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[m][v] = _mm512_fmadd_ps(av, bv[v], acc[m][v]);
+      const VF av = hn::Set(d, arow[m][ko]);
+      for (int v = 0; v < NV; ++v) acc[m][v] = hn::MulAdd(av, bv[v], acc[m][v]);
     }
   }
-#pragma GCC unroll 8
   for (int m = 0; m < MR; ++m)
-#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
-      const __mmask16 mk = v == NV - 1 ? last : static_cast<__mmask16>(0xFFFF);
-      _mm512_mask_storeu_ps(c + m * ldc + 16 * v, mk, acc[m][v]);
+      float* p = c + m * ldc + L * v;
+      if (v == NV - 1)
+        store_n(acc[m][v], d, p, last);
+      else
+        hn::StoreU(acc[m][v], d, p);
     }
 }
 
 using TileFn = void (*)(int64_t, const float*, int64_t, int64_t, const float*, int64_t, float*,
-                        int64_t, bool, __mmask16);
+                        int64_t, bool, int64_t);
 
 template <int MR>
-constexpr TileFn tile_for(int nv) {
-  switch (nv) {
-    case 1: return &tile<MR, 1>;
-    case 2: return &tile<MR, 2>;
-    case 3: return &tile<MR, 3>;
-    default: return &tile<MR, 4>;
+TileFn tile_for(int nv) {
+  if constexpr (k_nv >= 4) {
+    if (nv >= 4) return &tile<MR, 4>;
+    if (nv == 3) return &tile<MR, 3>;
   }
+  return nv >= 2 ? &tile<MR, 2> : &tile<MR, 1>;
 }
 
 TileFn pick_tile(int mr, int nv) {
@@ -74,21 +78,24 @@ TileFn pick_tile(int mr, int nv) {
   }
 }
 
-OAL_AVX512 void gemm_avx512(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs,
-                            int64_t a_cs, const float* b, int64_t ldb, float* c, int64_t ldc,
-                            bool accumulate) {
+}  // namespace
+
+void gemm_own(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs,
+              const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
   if (K == 0) {
     if (!accumulate)
       for (int64_t m = 0; m < M; ++m) std::fill(c + m * ldc, c + m * ldc + N, 0.0f);
     return;
   }
+  const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
+  const int64_t width = L * k_nv;
   for (int64_t k0 = 0; k0 < K; k0 += k_kc) {
     const int64_t kc = std::min(k_kc, K - k0);
     const bool load_c = accumulate || k0 > 0;
-    for (int64_t n0 = 0; n0 < N; n0 += 16 * k_nv) {
-      const int64_t nc = std::min<int64_t>(16 * k_nv, N - n0);
-      const int nv = static_cast<int>((nc + 15) / 16);
-      const __mmask16 last = simd::lane_mask(nc - 16 * (nv - 1));
+    for (int64_t n0 = 0; n0 < N; n0 += width) {
+      const int64_t nc = std::min(width, N - n0);
+      const int nv = static_cast<int>((nc + L - 1) / L);
+      const int64_t last = nc - L * (nv - 1);
       const float* bp = b + k0 * ldb + n0;
       const TileFn full = pick_tile(k_mr, nv);
       int64_t m0 = 0;
@@ -102,7 +109,68 @@ OAL_AVX512 void gemm_avx512(int64_t M, int64_t N, int64_t K, const float* a, int
   }
 }
 
+}  // namespace oal::kernels::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <dlfcn.h>
+
+#include "oal/core/error.h"
+#include "oal/kernels/cpu/gemm_f32.h"
+#include "oal/kernels/cpu/gemm_choice.h"
+
+namespace oal::kernels::cpu {
+HWY_EXPORT(gemm_own);
+
+namespace {
+
+// cblas_sgemm's signature with its enums as ints (CblasRowMajor 101, NoTrans 111,
+// Trans 112).
+using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int,
+                         const float*, int, float, float*, int);
+
+SgemmFn sgemm() {
+  static const auto fn = reinterpret_cast<SgemmFn>(dlsym(RTLD_DEFAULT, "cblas_sgemm"));
+  return fn;
+}
+
 }  // namespace
+
+bool blas_available() { return sgemm() != nullptr; }
+
+void gemm_f32_own(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs,
+                  const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  if (M <= 0 || N <= 0) return;
+  HWY_DYNAMIC_DISPATCH(gemm_own)(M, N, K, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
+}
+
+void gemm_f32_blas(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs,
+                   int64_t a_cs, const float* b, int64_t ldb, float* c, int64_t ldc,
+                   bool accumulate) {
+  check(blas_available(), "gemm_f32", "cblas_sgemm is not loaded in this process");
+  check(a_cs == 1 || a_rs == 1, "gemm_f32", "BLAS needs A with a unit stride, got ({}, {})",
+        a_rs, a_cs);
+  if (M <= 0 || N <= 0) return;
+  if (K == 0) {
+    if (!accumulate)
+      for (int64_t m = 0; m < M; ++m) std::fill(c + m * ldc, c + m * ldc + N, 0.0f);
+    return;
+  }
+  const bool trans = a_cs != 1;  // A row-major with lda = a_rs, or Aᵀ row-major with lda = a_cs
+  const int64_t lda = trans ? a_cs : a_rs;
+  sgemm()(101, trans ? 112 : 111, 111, static_cast<int>(M), static_cast<int>(N),
+          static_cast<int>(K), 1.0f, a, static_cast<int>(std::max<int64_t>(lda, trans ? M : K)),
+          b, static_cast<int>(ldb), accumulate ? 1.0f : 0.0f, c, static_cast<int>(ldc));
+}
+
+void gemm_f32(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs,
+              const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  if (M <= 0 || N <= 0) return;
+  if (gemm_choice(M, N, K, a_rs, a_cs) == GemmBackend::blas)
+    gemm_f32_blas(M, N, K, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
+  else
+    HWY_DYNAMIC_DISPATCH(gemm_own)(M, N, K, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
+}
 
 void gemm_f32_scalar(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs,
                      int64_t a_cs, const float* b, int64_t ldb, float* c, int64_t ldc,
@@ -118,13 +186,5 @@ void gemm_f32_scalar(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_
   }
 }
 
-void gemm_f32(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs,
-              const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  if (M <= 0 || N <= 0) return;
-  if (active_isa() == Isa::avx512)
-    gemm_avx512(M, N, K, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
-  else
-    gemm_f32_scalar(M, N, K, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
-}
-
 }  // namespace oal::kernels::cpu
+#endif  // HWY_ONCE

@@ -1,39 +1,77 @@
 #include "oal/kernels/cpu/isa.h"
 
 #include <atomic>
+#include <cctype>
+#include <cstdlib>
+
+#include "oal/core/error.h"
+#include "oal/kernels/cpu/simd_config.h"
+// (simd_config.h first: it decides which targets HWY_TARGETS holds.)
+#include <hwy/targets.h>
 
 namespace oal::kernels::cpu {
 namespace {
 
-Isa probe() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma"))
-    return Isa::avx512;
-#endif
-  return Isa::scalar;
+std::atomic<SimdTarget>& forced() {
+  static std::atomic<SimdTarget> t{0};
+  return t;
 }
 
-std::atomic<Isa>& current() {
-  static std::atomic<Isa> isa{probe()};
-  return isa;
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
 }
 
 }  // namespace
 
-Isa detected_isa() {
-  static const Isa isa = probe();
-  return isa;
+std::vector<SimdTarget> available_targets() {
+  // Supported by the CPU and compiled here, ignoring any forced target.
+  const SimdTarget saved = forced().load();
+  if (saved != 0) hwy::SetSupportedTargetsForTest(0);
+  std::vector<SimdTarget> out = hwy::SupportedAndGeneratedTargets();
+  if (saved != 0) hwy::SetSupportedTargetsForTest(saved);
+  return out;
 }
 
-Isa active_isa() { return current().load(std::memory_order_relaxed); }
-
-Isa set_isa(Isa isa) {
-  if (isa == Isa::avx512 && detected_isa() != Isa::avx512) isa = Isa::scalar;
-  return current().exchange(isa);
+SimdTarget active_target() {
+  const int64_t mask = hwy::SupportedTargets() & HWY_TARGETS;
+  return mask & -mask;  // lowest bit = best target
 }
 
-std::string_view isa_name(Isa isa) { return isa == Isa::avx512 ? "avx512" : "scalar"; }
+std::string target_name(SimdTarget target) {
+  if (target == HWY_AVX3) return "avx512";  // Highway calls AVX-512 F/BW/DQ/VL "AVX3"
+  if (target == HWY_SCALAR || target == HWY_EMU128) return "scalar";
+  return lower(hwy::TargetName(target));
+}
+
+SimdTarget parse_target(std::string_view name) {
+  const std::string want = lower(name);
+  std::string names;
+  for (SimdTarget t : available_targets()) {
+    if (target_name(t) == want) return t;
+    names += (names.empty() ? "" : ", ") + target_name(t);
+  }
+  fail("simd", "target '{}' is not available on this CPU/build: expected one of {}", name,
+       names);
+}
+
+SimdTarget force_target(SimdTarget target) {
+  if (target != 0) {
+    bool ok = false;
+    for (SimdTarget t : available_targets()) ok = ok || t == target;
+    check(ok, "simd", "cannot force target {}: not available on this CPU/build",
+          target_name(target));
+  }
+  const SimdTarget previous = forced().exchange(target);
+  hwy::SetSupportedTargetsForTest(target);  // 0 restores the CPU's own set
+  return previous;
+}
+
+void apply_simd_env() {
+  const char* env = std::getenv("OAL_SIMD");
+  if (env == nullptr || *env == '\0' || lower(env) == "auto") return;
+  force_target(parse_target(env));
+}
 
 }  // namespace oal::kernels::cpu

@@ -1,107 +1,103 @@
-#include "oal/kernels/cpu/oal_decode.h"
+// Fused OAL decode step, compiled once per SIMD target (Highway foreach_target).
+#include "oal/kernels/cpu/simd_config.h"
+// (simd_config.h first: it selects the targets foreach_target.h compiles.)
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "oal/kernels/cpu/oal_decode.cpp"
+#include <hwy/foreach_target.h>
+#include <hwy/highway.h>
 
-#include <algorithm>
 #include <cmath>
 
 #include "oal/core/error.h"
-#include "oal/kernels/cpu/isa.h"
+#include "oal/kernels/cpu/oal_decode.h"
 #include "oal/kernels/cpu/parallel.h"
-#include "oal/kernels/cpu/simd_avx512.h"
+#include "oal/kernels/cpu/simd_tiles-inl.h"
 
-namespace oal::kernels::cpu {
+HWY_BEFORE_NAMESPACE();
+namespace oal::kernels::cpu::HWY_NAMESPACE {
 namespace {
-
-constexpr const char* k_op = "oal_decode_kernel";
 
 // Arguments of the fused pass over one KV head's state rows.
 struct Pass {
   int64_t df, ld, dv, group, group_pad;
-  float* S;            // [Df, ld]
-  const float* phik;   // [Df]
-  const float* v;      // [Dv]
-  const float* phiq_t; // [Df, group_pad]
-  float* acc;          // [group, Dv + 1]
+  float* S;             // [Df, ld]
+  const float* phik;    // [Df]
+  const float* v;       // [Dv]
+  const float* phiq_t;  // [Df, group_pad]
+  float* acc;           // [group, Dv + 1]
 };
 
-void pass_scalar(const Pass& p) {
-  std::fill(p.acc, p.acc + p.group * (p.dv + 1), 0.0f);
-  for (int64_t f = 0; f < p.df; ++f) {
-    float* row = p.S + f * p.ld;
-    const float kf = p.phik[f];
-    for (int64_t c = 0; c < p.dv; ++c) row[c] += kf * p.v[c];
-    row[p.dv] += kf;
-    const float* pq = p.phiq_t + f * p.group_pad;
-    for (int64_t h = 0; h < p.group; ++h) {
-      float* a = p.acc + h * (p.dv + 1);
-      for (int64_t c = 0; c <= p.dv; ++c) a[c] += pq[h] * row[c];
-    }
-  }
-}
+// Register tile: HB heads x NV vectors of state columns (+ NV value vectors, one
+// broadcast and the heads-in-lanes denominator accumulator): 7·4+4+2 = 34 ≈ 32 on
+// AVX-512 (the compiler keeps the value vectors in memory operands), 7·1+1+3 = 11 of
+// 16 on AVX2.
+constexpr int k_nv = k_vector_registers >= 32 ? 4 : 1;
+constexpr int64_t k_heads = 7;
 
-// Columns [c0, c0 + 16 NV) of heads [h0, h0 + HB); `update` adds the token to those
-// columns (done on the first head block only), `den` also handles column Dv.
+// Columns [c0, c0 + NV·lanes) of heads [h0, h0 + HB); `update` adds the token to those
+// columns (done on the first head block only), `den` also handles column Dv for heads
+// [0, min(group, lanes)) (their phiQ values lie in one vector of a phiQᵀ row).
 template <int HB, int NV>
-OAL_AVX512 void pass_block(const Pass& p, int64_t h0, int64_t c0, __mmask16 last, bool update,
-                           bool den) {
-  __m512 acc[HB][NV];
-  __m512 vv[NV];
-#pragma GCC unroll 8
+void pass_block(const Pass& p, int64_t h0, int64_t c0, int64_t last, bool update, bool den) {
+  const DF d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  VF acc[HB][NV];
+  VF vv[NV];
   for (int h = 0; h < HB; ++h)
-#pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j) acc[h][j] = _mm512_setzero_ps();
-#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) acc[h][j] = hn::Zero(d);
   for (int j = 0; j < NV; ++j)
-    vv[j] = _mm512_maskz_loadu_ps(j == NV - 1 ? last : __mmask16(0xFFFF), p.v + c0 + 16 * j);
-  const __mmask16 hmask = simd::lane_mask(p.group - h0);
-  __m512 dacc = _mm512_setzero_ps();
+    vv[j] = j == NV - 1 ? load_n(d, p.v + c0 + L * j, last) : hn::LoadU(d, p.v + c0 + L * j);
+  VF dacc = hn::Zero(d);
   for (int64_t f = 0; f < p.df; ++f) {
     float* row = p.S + f * p.ld;
-    const float* pq = p.phiq_t + f * p.group_pad + h0;
-    __m512 sv[NV];
-#pragma GCC unroll 4
+    const float* pq = p.phiq_t + f * p.group_pad;
+    VF sv[NV];
     for (int j = 0; j < NV; ++j) {
-      const __mmask16 mk = j == NV - 1 ? last : __mmask16(0xFFFF);
-      sv[j] = _mm512_maskz_loadu_ps(mk, row + c0 + 16 * j);
+      float* sp = row + c0 + L * j;
+      const bool tail = j == NV - 1;
+      sv[j] = tail ? load_n(d, sp, last) : hn::LoadU(d, sp);
       if (update) {
-        sv[j] = _mm512_fmadd_ps(_mm512_set1_ps(p.phik[f]), vv[j], sv[j]);
-        _mm512_mask_storeu_ps(row + c0 + 16 * j, mk, sv[j]);
+        sv[j] = hn::MulAdd(hn::Set(d, p.phik[f]), vv[j], sv[j]);
+        if (tail)
+          store_n(sv[j], d, sp, last);
+        else
+          hn::StoreU(sv[j], d, sp);
       }
     }
     if (den) {
       if (update) row[p.dv] += p.phik[f];
-      dacc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(hmask, pq), _mm512_set1_ps(row[p.dv]), dacc);
+      dacc = hn::MulAdd(load_n(d, pq, p.group), hn::Set(d, row[p.dv]), dacc);
     }
-#pragma GCC unroll 8
     for (int h = 0; h < HB; ++h) {
-      const __m512 a = _mm512_set1_ps(pq[h]);
-#pragma GCC unroll 4
-      for (int j = 0; j < NV; ++j) acc[h][j] = _mm512_fmadd_ps(a, sv[j], acc[h][j]);
+      const VF a = hn::Set(d, pq[h0 + h]);
+      for (int j = 0; j < NV; ++j) acc[h][j] = hn::MulAdd(a, sv[j], acc[h][j]);
     }
   }
-#pragma GCC unroll 8
   for (int h = 0; h < HB; ++h)
-#pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j)
-      _mm512_mask_storeu_ps(p.acc + (h0 + h) * (p.dv + 1) + c0 + 16 * j,
-                            j == NV - 1 ? last : __mmask16(0xFFFF), acc[h][j]);
+    for (int j = 0; j < NV; ++j) {
+      float* out = p.acc + (h0 + h) * (p.dv + 1) + c0 + L * j;
+      if (j == NV - 1)
+        store_n(acc[h][j], d, out, last);
+      else
+        hn::StoreU(acc[h][j], d, out);
+    }
   if (den) {
-    alignas(64) float d[16];
-    _mm512_store_ps(d, dacc);
-    for (int64_t h = 0; h < std::min<int64_t>(16, p.group - h0); ++h)
-      p.acc[(h0 + h) * (p.dv + 1) + p.dv] = d[h];
+    HWY_ALIGN float dl[hn::MaxLanes(DF())];
+    hn::Store(dacc, d, dl);
+    for (int64_t h = 0; h < std::min(L, p.group); ++h) p.acc[h * (p.dv + 1) + p.dv] = dl[h];
   }
 }
 
-using BlockFn = void (*)(const Pass&, int64_t, int64_t, __mmask16, bool, bool);
+using BlockFn = void (*)(const Pass&, int64_t, int64_t, int64_t, bool, bool);
 
 template <int HB>
 BlockFn block_for(int nv) {
-  switch (nv) {
-    case 1: return &pass_block<HB, 1>;
-    case 2: return &pass_block<HB, 2>;
-    case 3: return &pass_block<HB, 3>;
-    default: return &pass_block<HB, 4>;
+  if constexpr (k_nv >= 4) {
+    if (nv >= 4) return &pass_block<HB, 4>;
+    if (nv == 3) return &pass_block<HB, 3>;
+    if (nv == 2) return &pass_block<HB, 2>;
   }
+  return &pass_block<HB, 1>;
 }
 
 BlockFn pick_block(int hb, int nv) {
@@ -116,21 +112,19 @@ BlockFn pick_block(int hb, int nv) {
   }
 }
 
-void pass_avx512(const Pass& p) {
-  constexpr int64_t k_heads = 7;  // 7 heads x 4 vectors = 28 accumulators of 32 zmm
-  for (int64_t c0 = 0; c0 < p.dv; c0 += 64) {
-    const int64_t nc = std::min<int64_t>(64, p.dv - c0);
-    const int nv = static_cast<int>((nc + 15) / 16);
-    const __mmask16 last = simd::lane_mask(nc - 16 * (nv - 1));
+// Update + readout of one KV head: every row of S is loaded once per head block.
+void fused_pass(const Pass& p) {
+  const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
+  const int64_t width = L * k_nv;
+  for (int64_t c0 = 0; c0 < p.dv; c0 += width) {
+    const int64_t nc = std::min(width, p.dv - c0);
+    const int nv = static_cast<int>((nc + L - 1) / L);
     for (int64_t h0 = 0; h0 < p.group; h0 += k_heads) {
       const int hb = static_cast<int>(std::min(k_heads, p.group - h0));
-      // Column Dv (denominators) rides along with the first column block, 16 heads at a
-      // time; more than 16 heads per KV head take an extra den-only block below.
-      const bool den = c0 == 0 && h0 % 16 == 0;
-      pick_block(hb, nv)(p, h0, c0, last, h0 == 0, den);
+      pick_block(hb, nv)(p, h0, c0, nc - L * (nv - 1), h0 == 0, c0 == 0 && h0 == 0);
     }
   }
-  for (int64_t h = 16; h < p.group; ++h) {  // denominators beyond the first 16 heads
+  for (int64_t h = L; h < p.group; ++h) {  // denominators of heads past the first vector
     float s = 0;
     for (int64_t f = 0; f < p.df; ++f) s += p.phiq_t[f * p.group_pad + h] * p.S[f * p.ld + p.dv];
     p.acc[h * (p.dv + 1) + p.dv] = s;
@@ -138,6 +132,45 @@ void pass_avx512(const Pass& p) {
 }
 
 }  // namespace
+
+// One decode step for KV head unit u (batch-major): features, fused pass, outputs.
+void decode_unit(const OalPlan& plan, int64_t kv_heads, const float* q, const float* k,
+                 const float* v, float* y, float* state, OalDecodeWorkspace& ws, int64_t u) {
+  const int64_t d = plan.dim, dv = ws.value_dim(), df = plan.feature_dim();
+  const int64_t group = ws.group(), gp = ws.group_pad();
+  const int64_t b = u / kv_heads, h0 = (u % kv_heads) * group;
+  float* pq = ws.phiq_t(u);
+  float* pk = ws.phik(u);
+  monomials(k + u * d, d, pk);
+  // phiQ of each query head into column h of phiQᵀ (the pass broadcasts row f): built
+  // as a row, then scattered into the column.
+  float* row = ws.qrow(u);
+  for (int64_t h = 0; h < group; ++h) {
+    query_features(q + (b * plan.q_heads + h0 + h) * d, d, plan.coef_of(h0 + h), row);
+    for (int64_t f = 0; f < df; ++f) pq[f * gp + h] = row[f];
+  }
+  const Pass p{df, dv + 1, dv, group, gp, state + u * df * (dv + 1), pk, v + u * dv, pq, ws.acc(u)};
+  fused_pass(p);
+  for (int64_t h = 0; h < group; ++h) {
+    const float* a = ws.acc(u) + h * (dv + 1);
+    const float den = a[dv];
+    if (!(den > 0.0f) || !std::isfinite(den))
+      fail("oal_decode_kernel", "readout denominator not positive ({}) at query head {}: expected > 0",
+           den, h0 + h);
+    scaled_product(1.0f / den, a, nullptr, y + (b * plan.q_heads + h0 + h) * dv, dv);
+  }
+}
+
+}  // namespace oal::kernels::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace oal::kernels::cpu {
+HWY_EXPORT(decode_unit);
+
+namespace {
+constexpr const char* k_op = "oal_decode_kernel";
+}
 
 OalDecodeWorkspace::OalDecodeWorkspace(int64_t batch, int64_t kv_heads, int64_t group,
                                        int64_t dim, int64_t value_dim)
@@ -154,6 +187,7 @@ OalDecodeWorkspace::OalDecodeWorkspace(int64_t batch, int64_t kv_heads, int64_t 
   const int64_t units = batch * kv_heads;
   phiq_t_.assign(static_cast<size_t>(units * feature_dim_ * group_pad_), 0.0f);
   phik_.assign(static_cast<size_t>(units * feature_dim_), 0.0f);
+  qrow_.assign(static_cast<size_t>(units * feature_dim_), 0.0f);
   acc_.assign(static_cast<size_t>(units * group * (value_dim + 1)), 0.0f);
 }
 
@@ -164,39 +198,10 @@ void oal_decode_step_f32(const OalPlan& plan, int64_t kv_heads, const float* q, 
             ws.dim() == plan.dim,
         k_op, "workspace for Hkv={} group={} d={} does not match Hkv={} Hq={} d={}",
         ws.kv_heads(), ws.group(), ws.dim(), kv_heads, plan.q_heads, plan.dim);
-  const int64_t d = plan.dim, dv = ws.value_dim(), df = plan.feature_dim();
-  const int64_t group = ws.group(), gp = ws.group_pad(), units = ws.batch() * kv_heads;
-  const bool avx = active_isa() == Isa::avx512;
-  parallel_items(units, threads, [&](int64_t, int64_t u) {
-    const int64_t b = u / kv_heads, h0 = (u % kv_heads) * group;
-    float* pq = ws.phiq_t(u);
-    float* pk = ws.phik(u);
-    oal_monomials(k + u * d, d, pk);
-    // phiQ of each query head into column h of phiQᵀ (the pass broadcasts row f).
-    for (int64_t h = 0; h < group; ++h) {
-      const float* qh = q + (b * plan.q_heads + h0 + h) * d;
-      const float* coef = plan.coef_of(h0 + h);
-      pq[h] = coef[0];
-      for (int64_t r = 0; r < d; ++r) pq[(1 + r) * gp + h] = coef[1 + r] * qh[r];
-      int64_t f = 1 + d;
-      for (int64_t r = 0; r < d; ++r)
-        for (int64_t t = r; t < d; ++t, ++f) pq[f * gp + h] = coef[f] * (qh[r] * qh[t]);
-    }
-    const Pass p{df, dv + 1, dv, group, gp, state + u * df * (dv + 1), pk, v + u * dv, pq,
-                 ws.acc(u)};
-    if (avx)
-      pass_avx512(p);
-    else
-      pass_scalar(p);
-    for (int64_t h = 0; h < group; ++h) {
-      const float* a = ws.acc(u) + h * (dv + 1);
-      const float den = a[dv];
-      if (!(den > 0.0f) || !std::isfinite(den))
-        fail(k_op, "readout denominator not positive ({}) at query head {}: expected > 0", den, h0 + h);
-      float* yh = y + (b * plan.q_heads + h0 + h) * dv;
-      for (int64_t c = 0; c < dv; ++c) yh[c] = a[c] / den;
-    }
+  parallel_items(ws.batch() * kv_heads, threads, [&](int64_t, int64_t u) {
+    HWY_DYNAMIC_DISPATCH(decode_unit)(plan, kv_heads, q, k, v, y, state, ws, u);
   });
 }
 
 }  // namespace oal::kernels::cpu
+#endif  // HWY_ONCE

@@ -18,15 +18,18 @@ class OalDecodeWorkspace {
   int64_t group() const { return group_; }
   int64_t dim() const { return dim_; }
   int64_t value_dim() const { return value_dim_; }
-  // Per KV head: phiQᵀ [Df, group_pad], phiK [Df], accumulators [group, Dv + 1].
+  // Per KV head: phiQᵀ [Df, group_pad], phiK [Df], a phiQ row [Df], accumulators
+  // [group, Dv + 1].
   float* phiq_t(int64_t unit) { return phiq_t_.data() + unit * feature_dim_ * group_pad_; }
   float* phik(int64_t unit) { return phik_.data() + unit * feature_dim_; }
+  // One query head's phiQ row [Df] while it is built.
+  float* qrow(int64_t unit) { return qrow_.data() + unit * feature_dim_; }
   float* acc(int64_t unit) { return acc_.data() + unit * group_ * (value_dim_ + 1); }
   int64_t group_pad() const { return group_pad_; }
 
  private:
   int64_t batch_, kv_heads_, group_, dim_, value_dim_, feature_dim_, group_pad_;
-  std::vector<float> phiq_t_, phik_, acc_;
+  std::vector<float> phiq_t_, phik_, qrow_, acc_;
 };
 
 // q [B, Hq, d], k [B, Hkv, d], v [B, Hkv, Dv] -> y [B, Hq, Dv], fp32 contiguous;

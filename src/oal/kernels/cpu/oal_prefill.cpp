@@ -1,4 +1,11 @@
-#include "oal/kernels/cpu/oal_prefill.h"
+// Chunked OAL prefill on the CPU, compiled once per SIMD target (Highway foreach_target;
+// the GEMMs go through gemm_f32's own dispatch).
+#include "oal/kernels/cpu/simd_config.h"
+// (simd_config.h first: it selects the targets foreach_target.h compiles.)
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "oal/kernels/cpu/oal_prefill.cpp"
+#include <hwy/foreach_target.h>
+#include <hwy/highway.h>
 
 #include <algorithm>
 #include <cmath>
@@ -6,35 +13,21 @@
 
 #include "oal/core/error.h"
 #include "oal/kernels/cpu/gemm_f32.h"
-#include "oal/kernels/cpu/isa.h"
+#include "oal/kernels/cpu/oal_prefill.h"
 #include "oal/kernels/cpu/parallel.h"
-#include "oal/kernels/cpu/simd_avx512.h"
+#include "oal/kernels/cpu/simd_tiles-inl.h"
 
-namespace oal::kernels::cpu {
+HWY_BEFORE_NAMESPACE();
+namespace oal::kernels::cpu::HWY_NAMESPACE {
 namespace {
 
 constexpr const char* k_op = "oal_prefill_kernel";
 
-// ---- small vector loops, compiled twice (baseline and AVX-512) ----------------------
-
-__attribute__((always_inline)) inline float dot_body(const float* a, const float* b,
-                                                     int64_t n) {
-  float acc[16] = {};
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int l = 0; l < 16; ++l) acc[l] += a[i + l] * b[i + l];
-  float s = 0;
-  for (; i < n; ++i) s += a[i] * b[i];
-  for (int l = 0; l < 16; ++l) s += acc[l];
-  return s;
-}
-
 // Row i of the intra-chunk weights (j < n): w_j = eps + sum_a (sum_{b>=a} L[b][a] s̄_b)²,
 // s̄ = [1, s_0[i,j], ..., s_{G-1}[i,j]] (factored form, >= eps), then zero for j > i.
-__attribute__((always_inline)) inline void weights_body(const float* sg, int64_t n,
-                                                        int64_t i, int64_t G,
-                                                        const float* L, float eps,
-                                                        float* w, float* t) {
+// Plain loops over j: the compiler vectorizes them for this file's target.
+void intra_weights(const float* sg, int64_t n, int64_t i, int64_t G, const float* L, float eps,
+                   float* w, float* t) {
   const int64_t cnt = i + 1;
   for (int64_t j = 0; j < cnt; ++j) w[j] = eps;
   for (int64_t a = 0; a <= G; ++a) {
@@ -43,25 +36,11 @@ __attribute__((always_inline)) inline void weights_body(const float* sg, int64_t
     for (int64_t b = std::max<int64_t>(a, 1); b <= G; ++b) {
       const float lba = L[b * (G + 1) + a];
       if (lba == 0.0f) continue;
-      const float* s = sg + (b - 1) * n * n + i * n;
-      for (int64_t j = 0; j < cnt; ++j) t[j] += lba * s[j];
+      axpy(lba, sg + (b - 1) * n * n + i * n, t, cnt);
     }
     for (int64_t j = 0; j < cnt; ++j) w[j] += t[j] * t[j];
   }
   for (int64_t j = cnt; j < n; ++j) w[j] = 0.0f;
-}
-
-OAL_AVX512 float dot_avx512(const float* a, const float* b, int64_t n) {
-  return dot_body(a, b, n);
-}
-float dot_scalar(const float* a, const float* b, int64_t n) { return dot_body(a, b, n); }
-OAL_AVX512 void weights_avx512(const float* sg, int64_t n, int64_t i, int64_t G,
-                               const float* L, float eps, float* w, float* t) {
-  weights_body(sg, n, i, G, L, eps, w, t);
-}
-void weights_scalar(const float* sg, int64_t n, int64_t i, int64_t G, const float* L,
-                    float eps, float* w, float* t) {
-  weights_body(sg, n, i, G, L, eps, w, t);
 }
 
 // ---- one KV head's work --------------------------------------------------------------
@@ -76,7 +55,6 @@ struct Unit {
   const OalPrefillOptions& opt;
   const float *q, *k, *v;
   float* y;
-  bool avx;
 
   int64_t Df() const { return plan.feature_dim(); }
   int64_t ld() const { return dims.value_dim + 1; }
@@ -100,13 +78,10 @@ struct Unit {
   void update(float* S, int64_t u, int64_t c0, int64_t n, Scratch& s) const {
     const int64_t d = dims.dim, Dv = dims.value_dim, T = dims.q_len, df = Df();
     for (int64_t j = 0; j < n; ++j)
-      oal_monomials(k + (u * T + c0 + j) * d, d, s.phik.data() + j * df);
+      monomials(k + (u * T + c0 + j) * d, d, s.phik.data() + j * df);
     gemm_f32(df, Dv, n, s.phik.data(), 1, df, v + (u * T + c0) * Dv, Dv, S, ld(), true);
     std::fill(s.sden.begin(), s.sden.begin() + df, 0.0f);
-    for (int64_t j = 0; j < n; ++j) {
-      const float* p = s.phik.data() + j * df;
-      for (int64_t f = 0; f < df; ++f) s.sden[f] += p[f];
-    }
+    for (int64_t j = 0; j < n; ++j) axpy(1.0f, s.phik.data() + j * df, s.sden.data(), df);
     for (int64_t f = 0; f < df; ++f) S[f * ld() + Dv] += s.sden[f];
   }
 
@@ -136,10 +111,7 @@ struct Unit {
     const float* L = plan.lower_of(h);
     for (int64_t i = 0; i < n; ++i) {
       float* wr = s.w.data() + i * n;
-      if (avx)
-        weights_avx512(s.sg.data(), n, i, G, L, plan.eps, wr, s.t.data());
-      else
-        weights_scalar(s.sg.data(), n, i, G, L, plan.eps, wr, s.t.data());
+      intra_weights(s.sg.data(), n, i, G, L, plan.eps, wr, s.t.data());
       float sum = 0;
       for (int64_t j = 0; j <= i; ++j) sum += wr[j];
       s.den[hh * n + i] += sum;
@@ -156,14 +128,13 @@ struct Unit {
     for (int64_t hh = 0; hh < hg; ++hh) {
       const float* qh = q + ((b * dims.q_heads + h0 + hh) * T + c0) * d;
       for (int64_t i = 0; i < n; ++i)
-        oal_query_features(qh + i * d, d, plan.coef_of(h0 + hh), s.phiq.data() + (hh * n + i) * df);
+        query_features(qh + i * d, d, plan.coef_of(h0 + hh), s.phiq.data() + (hh * n + i) * df);
     }
     const int64_t rows = hg * n;
     gemm_f32(rows, Dv, df, s.phiq.data(), df, 1, S, ld(), s.yacc.data(), Dv, false);
     for (int64_t f = 0; f < df; ++f) s.sden[f] = S[f * ld() + Dv];
     for (int64_t r = 0; r < rows; ++r)
-      s.den[r] = avx ? dot_avx512(s.phiq.data() + r * df, s.sden.data(), df)
-                     : dot_scalar(s.phiq.data() + r * df, s.sden.data(), df);
+      s.den[r] = dot(s.phiq.data() + r * df, s.sden.data(), df);
     for (int64_t hh = 0; hh < hg; ++hh) intra(u, h0 + hh, hh, c0, n, s);
     for (int64_t hh = 0; hh < hg; ++hh) {
       float* yh = y + ((b * dims.q_heads + h0 + hh) * T + c0) * Dv;
@@ -174,9 +145,7 @@ struct Unit {
                "readout denominator not positive ({}) at query head {}, position {}: expected > 0 (the "
                "expanded state readout cancelled; use the fp64 reference path)",
                den, h0 + hh, c0 + i);
-        const float inv = 1.0f / den;
-        const float* src = s.yacc.data() + (hh * n + i) * Dv;
-        for (int64_t c = 0; c < Dv; ++c) yh[i * Dv + c] = src[c] * inv;
+        scaled_product(1.0f / den, s.yacc.data() + (hh * n + i) * Dv, nullptr, yh + i * Dv, Dv);
       }
     }
   }
@@ -206,37 +175,13 @@ int64_t pick_segments(const AttentionDims& dims, const OalPrefillOptions& opt,
 
 }  // namespace
 
-double oal_prefill_flops(const AttentionDims& dims, int64_t chunk) {
-  const double df = static_cast<double>(oal_feature_dim(dims.dim));
-  const double T = static_cast<double>(dims.q_len), dv1 = dims.value_dim + 1.0;
-  const double state = 2.0 * dims.batch * (dims.q_heads + dims.kv_heads) * T * df * dv1;
-  double intra_pairs = 0;
-  for (int64_t c0 = 0; c0 < dims.q_len; c0 += chunk) {
-    const double n = static_cast<double>(std::min(chunk, dims.q_len - c0));
-    intra_pairs += n * n;
-  }
-  const double intra =
-      static_cast<double>(dims.batch * dims.q_heads) * intra_pairs * (2.0 * dims.dim + 2.0 * dv1);
-  return state + intra;
-}
-
-void oal_prefill_f32(const AttentionDims& dims, const OalPlan& plan, const float* q,
-                     const float* k, const float* v, float* y, float* state,
-                     const OalPrefillOptions& opt) {
-  check(dims.dim == plan.dim && dims.q_heads == plan.q_heads, k_op,
-        "inputs have Hq = {}, d = {}; the kernel plan has Hq = {}, d = {}", dims.q_heads,
-        dims.dim, plan.q_heads, plan.dim);
-  check(dims.k_len == dims.q_len, k_op, "expected as many keys as queries, got {} and {}",
-        dims.k_len, dims.q_len);
-  check(opt.chunk >= 1, k_op, "chunk: expected >= 1, got {}", opt.chunk);
-  check(y != nullptr || state != nullptr, k_op, "expected an output or a state to fill");
-  check(dims.kv_heads >= 1 && dims.q_heads % dims.kv_heads == 0, k_op,
-        "Hq = {} must be a multiple of Hkv = {}", dims.q_heads, dims.kv_heads);
+void prefill(const AttentionDims& dims, const OalPlan& plan, const float* q, const float* k,
+             const float* v, float* y, float* state, const OalPrefillOptions& opt) {
   const int64_t units = dims.batch * dims.kv_heads;
   const int64_t sz = plan.feature_dim() * (dims.value_dim + 1);
   const int64_t chunks = (dims.q_len + opt.chunk - 1) / opt.chunk;
   if (units == 0 || chunks == 0) return;
-  const Unit unit{dims, plan, opt, q, k, v, y, active_isa() == Isa::avx512};
+  const Unit unit{dims, plan, opt, q, k, v, y};
   // Worker scratch, sized once per call (never per token or chunk).
   std::vector<Scratch> scratch(static_cast<size_t>(worker_count(units * chunks, opt.threads)));
   auto scratch_for = [&](int64_t w) -> Scratch& {
@@ -288,4 +233,42 @@ void oal_prefill_f32(const AttentionDims& dims, const OalPlan& plan, const float
       std::copy(start_of(u, segs - 1), start_of(u, segs - 1) + sz, S + u * sz);
 }
 
+}  // namespace oal::kernels::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace oal::kernels::cpu {
+HWY_EXPORT(prefill);
+
+double oal_prefill_flops(const AttentionDims& dims, int64_t chunk) {
+  const double df = static_cast<double>(oal_feature_dim(dims.dim));
+  const double T = static_cast<double>(dims.q_len), dv1 = dims.value_dim + 1.0;
+  const double state = 2.0 * dims.batch * (dims.q_heads + dims.kv_heads) * T * df * dv1;
+  double intra_pairs = 0;
+  for (int64_t c0 = 0; c0 < dims.q_len; c0 += chunk) {
+    const double n = static_cast<double>(std::min(chunk, dims.q_len - c0));
+    intra_pairs += n * n;
+  }
+  const double intra =
+      static_cast<double>(dims.batch * dims.q_heads) * intra_pairs * (2.0 * dims.dim + 2.0 * dv1);
+  return state + intra;
+}
+
+void oal_prefill_f32(const AttentionDims& dims, const OalPlan& plan, const float* q,
+                     const float* k, const float* v, float* y, float* state,
+                     const OalPrefillOptions& opt) {
+  constexpr const char* k_op = "oal_prefill_kernel";
+  check(dims.dim == plan.dim && dims.q_heads == plan.q_heads, k_op,
+        "inputs have Hq = {}, d = {}; the kernel plan has Hq = {}, d = {}", dims.q_heads,
+        dims.dim, plan.q_heads, plan.dim);
+  check(dims.k_len == dims.q_len, k_op, "expected as many keys as queries, got {} and {}",
+        dims.k_len, dims.q_len);
+  check(opt.chunk >= 1, k_op, "chunk: expected >= 1, got {}", opt.chunk);
+  check(y != nullptr || state != nullptr, k_op, "expected an output or a state to fill");
+  check(dims.kv_heads >= 1 && dims.q_heads % dims.kv_heads == 0, k_op,
+        "Hq = {} must be a multiple of Hkv = {}", dims.q_heads, dims.kv_heads);
+  HWY_DYNAMIC_DISPATCH(prefill)(dims, plan, q, k, v, y, state, opt);
+}
+
 }  // namespace oal::kernels::cpu
+#endif  // HWY_ONCE
