@@ -77,7 +77,8 @@ TEST(HdGradient, ChunkedMatchesFiniteDifferences) {
 }
 
 TEST(HdGradient, QuadraticAttentionTrainsL) {
-  auto m = QuadraticAttention::from_kernels(oal::test::random_kernels(2, 4, 2, 7));
+  auto m = QuadraticAttention::from_kernels(oal::test::random_kernels(2, 4, 2, 7), {},
+                                            /*trainable=*/true);
   ASSERT_EQ(m.parameters().size(), 1u);
   EXPECT_TRUE(m.parameters()[0].requires_grad());
   auto q = randn({1, 2, 9, 4}, 1), k = randn({1, 1, 9, 4}, 2), v = randn({1, 1, 9, 2}, 3);

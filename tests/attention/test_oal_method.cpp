@@ -20,7 +20,9 @@ TEST(QuadraticAttention, NameForwardAndDecode) {
   std::vector<QuadraticKernel> glob;
   for (int i = 0; i < 6; ++i) glob.push_back(QuadraticKernel::taylor(QuadraticKernel::single_group(8)));
   EXPECT_EQ(QuadraticAttention::from_kernels(glob).name(), "global");
-  EXPECT_TRUE(QuadraticAttention::from_kernels(glob, {}, /*trainable=*/false).parameters().empty());
+  // Inference by default: no parameters, so a plain forward takes the CPU kernels.
+  EXPECT_TRUE(QuadraticAttention::from_kernels(glob).parameters().empty());
+  EXPECT_EQ(QuadraticAttention::from_kernels(glob, {}, /*trainable=*/true).parameters().size(), 1u);
 
   auto q = randn({2, 6, 21, 8}, 4), k = randn({2, 3, 21, 8}, 5), v = randn({2, 3, 21, 8}, 6);
   c10::NoGradGuard no_grad;

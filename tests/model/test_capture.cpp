@@ -70,6 +70,29 @@ TEST(Capture, ShapesAndModelOutputUnchanged) {
   EXPECT_EQ(c.metadata.at("layers"), "2,0");
 }
 
+// An attention method that must never run: installed past the captured layer, it proves
+// the forward stopped early.
+class MustNotRun : public oal::attn::AttentionMethod {
+ public:
+  std::string name() const override { return "must-not-run"; }
+  at::Tensor forward(const at::Tensor&, const at::Tensor&, const at::Tensor&) const override {
+    throw std::runtime_error("the forward ran past the deepest captured layer");
+  }
+  std::unique_ptr<oal::attn::DecodeState> new_state(int64_t) const override { return nullptr; }
+};
+
+TEST(Capture, StopsAfterTheDeepestRequestedLayer) {
+  Fixture f = make(SyntheticArch::llama);
+  const Capture full = capture(*f.model, f.tokens, CaptureOptions{{1}});
+  f.model->set_attention(2, std::make_shared<MustNotRun>());
+  CaptureOptions o;
+  o.layers = {1};
+  const Capture c = capture(*f.model, f.tokens, o);  // would throw if layer 2 ran
+  EXPECT_TRUE(at::equal(c.layers.at(1).resid, full.layers.at(1).resid));
+  o.layers = {2};
+  EXPECT_THROW(capture(*f.model, f.tokens, o), std::runtime_error) << "layer 2 does run when asked";
+}
+
 TEST(Capture, TensorsEqualIndependentRecomputation) {
   for (SyntheticArch arch : {SyntheticArch::qwen2, SyntheticArch::llama}) {
     Fixture f = make(arch);

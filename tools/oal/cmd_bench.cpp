@@ -9,6 +9,8 @@
 #include "oal/core/machine.h"
 #include "oal/core/ranges.h"
 #include "oal/eval/bench.h"
+#include "oal/kernels/cpu/gemm_choice.h"
+#include "oal/kernels/cpu/isa.h"
 #include "oal/io/atomic_file.h"
 #include "progress_bar.h"
 
@@ -18,7 +20,7 @@ struct BenchArgs {
   std::string methods = "softmax-flash,softmax-torch,oal,global";
   std::string lengths = "1024,2048,4096,8192,16384,32768";
   std::string dtypes = "bf16,fp32";
-  std::string mode = "both", format = "md", out, out_svg;
+  std::string mode = "both", format = "md", out, out_svg, simd, gemm;
   int repeats = 3, warmup = 1, threads = 0, decode_steps = 32;
   int64_t chunk = 64, groups = 5;
   double max_call_seconds = 60;
@@ -69,6 +71,11 @@ void run(BenchArgs a) {
   oal::check(a.format == "md" || a.format == "csv" || a.format == "json", "bench",
              "--format: '{}', expected md, csv or json", a.format);
   if (a.threads > 0) oal::configure_threads(a.threads);
+  namespace kc = oal::kernels::cpu;
+  if (!a.simd.empty() && a.simd != "auto") kc::force_target(kc::parse_target(a.simd));
+  if (a.gemm == "own") kc::set_gemm_policy(kc::GemmPolicy::own);
+  else if (a.gemm == "blas") kc::set_gemm_policy(kc::GemmPolicy::blas);
+  else oal::check(a.gemm.empty() || a.gemm == "auto", "bench", "--gemm: '{}', expected own, blas or auto", a.gemm);
   const auto cfg = to_config(a);
   oal::cli::ProgressBar bar("bench", !a.quiet);
   const auto rep = oal::eval::run_bench(cfg, bar.fn());
@@ -101,6 +108,12 @@ oal::cli::Registrar reg{
       app.add_option("--threads", a->threads, "Intra-op threads (0 = $OAL_THREADS or all cores)")
           ->capture_default_str();
       app.add_option("--chunk", a->chunk, "OAL chunk size")->capture_default_str();
+      app.add_option("--simd", a->simd,
+                     "Force the kernels' SIMD target (avx512, avx2, sse4, scalar; default: the "
+                     "best this CPU runs; same as OAL_SIMD)");
+      app.add_option("--gemm", a->gemm,
+                     "GEMM backend inside the kernels: own, blas or auto (default; same as "
+                     "OAL_GEMM)");
       app.add_option("--groups", a->groups, "Groups of the 'oal' method")->capture_default_str();
       app.add_option("--max-call-seconds", a->max_call_seconds,
                      "Skip a cell whose call is predicted to take longer")

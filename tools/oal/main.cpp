@@ -9,6 +9,8 @@
 #include "command.h"
 #include "oal/core/error.h"
 #include "oal/core/machine.h"
+#include "oal/kernels/cpu/gemm_choice.h"
+#include "oal/kernels/cpu/isa.h"
 
 namespace oal::cli {
 std::vector<Command>& registry() {
@@ -39,6 +41,10 @@ int main(int argc, char** argv) {
   try {
     oal::configure_threads();
     oal::keep_freed_memory();
+    // OAL_SIMD=avx2|avx512|... forces a SIMD target, OAL_GEMM=own|blas|auto a GEMM
+    // backend (benchmarks of a lower target on a better CPU; docs/benchmarks.md).
+    oal::kernels::cpu::apply_simd_env();
+    oal::kernels::cpu::apply_gemm_env();
     for (auto& [sub, run] : runs)
       if (sub->parsed()) run();
   } catch (const oal::Error& e) {

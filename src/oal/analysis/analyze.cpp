@@ -76,7 +76,7 @@ void run_forward(const model::Transformer& model, const std::vector<int32_t>& id
   std::vector<int64_t> wide(ids.begin(), ids.end());
   at::Tensor tokens = at::tensor(wide, at::kLong).view({1, -1});
   at::NoGradGuard no_grad;
-  model.hidden_states(tokens, &collector);
+  model.observe(tokens, collector);
 }
 
 // Prefix lengths n_full / 2^i >= min_prefix, ascending, ending at n_full.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "oal/attention/kernel_blocker.h"
 #include "oal/attention/qkv_shape.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
@@ -279,19 +280,19 @@ QkvShape check_extend(std::string_view op, const at::Tensor& q, const at::Tensor
   return s;
 }
 
-bool records(const at::Tensor& t) { return c10::GradMode::is_enabled() && t.requires_grad(); }
-
 // The CPU kernels on fp32 copies of the inputs; state.S (fp32) is updated in place.
 // A single token with a workspace runs the fused decode step, anything else the chunked
-// prefill kernel. y [B, Hq, T, Dv] in q's dtype.
+// prefill kernel (without its readout when `readout` is false: an undefined tensor is
+// returned). y [B, Hq, T, Dv] in q's dtype.
 at::Tensor extend_kernel(const QkvShape& s, const at::Tensor& q, const at::Tensor& k,
                          const at::Tensor& v, const kc::OalPlan& plan, HdState& state,
-                         int64_t chunk, kc::OalDecodeWorkspace* ws) {
+                         int64_t chunk, kc::OalDecodeWorkspace* ws, bool readout) {
   if (!state.S.is_contiguous()) state.S = state.S.contiguous();
   auto qf = q.to(at::kFloat).contiguous(), kf = k.to(at::kFloat).contiguous();
   auto vf = v.to(at::kFloat).contiguous();
-  auto y = at::empty({s.batch, s.q_heads, s.q_len, s.value_dim}, qf.options());
-  if (s.q_len == 1 && ws != nullptr) {
+  at::Tensor y;
+  if (readout) y = at::empty({s.batch, s.q_heads, s.q_len, s.value_dim}, qf.options());
+  if (s.q_len == 1 && ws != nullptr && readout) {
     kc::oal_decode_step_f32(plan, s.kv_heads, qf.data_ptr<float>(), kf.data_ptr<float>(),
                             vf.data_ptr<float>(), y.data_ptr<float>(),
                             state.S.data_ptr<float>(), *ws);
@@ -299,11 +300,11 @@ at::Tensor extend_kernel(const QkvShape& s, const at::Tensor& q, const at::Tenso
     kc::OalPrefillOptions o;
     o.chunk = chunk;
     kc::oal_prefill_f32(kernel_dims(s), plan, qf.data_ptr<float>(), kf.data_ptr<float>(),
-                        vf.data_ptr<float>(), y.data_ptr<float>(), state.S.data_ptr<float>(),
-                        o);
+                        vf.data_ptr<float>(), readout ? y.data_ptr<float>() : nullptr,
+                        state.S.data_ptr<float>(), o);
   }
   state.tokens += s.q_len;
-  return y.to(q.scalar_type());
+  return readout ? y.to(q.scalar_type()) : y;
 }
 
 // The differentiable ATen evaluation (intra-chunk factored weights + state readout).
@@ -311,8 +312,8 @@ at::Tensor extend_aten(std::string_view op, const QkvShape& s, const at::Tensor&
                        const at::Tensor& k, const at::Tensor& v, const LayerKernels& lk,
                        HdState& state, const HdOptions& options) {
   auto ct = compute_dtype(q.scalar_type());
-  const bool recording = records(q) || records(k) || records(v) || records(lk.L) ||
-                         records(state.S);
+  const bool recording = records_grad(q) || records_grad(k) || records_grad(v) || records_grad(lk.L) ||
+                         records_grad(state.S);
   const int64_t B = s.batch, Hkv = s.kv_heads, Hq = s.q_heads, G = s.group_size();
   const int64_t n = lk.max_groups() + 1;
   const double inv = 1.0 / std::sqrt(static_cast<double>(s.dim));
@@ -356,16 +357,41 @@ std::string hd_kernel_blocker(const at::Tensor& q, const at::Tensor& k, const at
                               const HdOptions& options) {
   if (options.backend == HdBackend::aten) return "the ATen backend was requested";
   if (!state.S.defined()) return "the state is undefined";
-  for (const at::Tensor* t : {&q, &k, &v, &state.S})
-    if (!t->device().is_cpu()) return "a tensor is not on the CPU";
-  const auto dt = q.scalar_type();
-  if (dt != at::kFloat && dt != at::kBFloat16)
-    return std::string("dtype ") + c10::toString(dt) + " (the kernels take fp32 or bf16)";
+  std::string why = kernel_blocker(q, k, v);
+  if (!why.empty()) return why;
+  if (!state.S.device().is_cpu()) return "the state is not on the CPU";
   if (state.S.scalar_type() != at::kFloat) return "the state is not fp32";
-  if (records(q) || records(k) || records(v) || records(lk.L) || records(state.S))
-    return "autograd is recording";
+  if (records_grad(lk.L) || records_grad(state.S))
+    return "autograd is recording through L or the state (trainable kernels outside a "
+           "NoGradGuard)";
   return "";
 }
+
+std::shared_ptr<const kc::OalPlan> OalPlanCache::get(const LayerKernels& lk) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const bool same = plan_ && l_data_ == lk.L.data_ptr() && l_version_ == lk.L._version() &&
+                    g_data_ == lk.group_of.data_ptr() &&
+                    g_version_ == lk.group_of._version() && eps_ == lk.eps;
+  if (!same) {
+    plan_ = std::make_shared<const kc::OalPlan>(
+        kc::OalPlan::build(lk.group_of, lk.L.detach(), lk.eps));
+    l_data_ = lk.L.data_ptr();
+    l_version_ = lk.L._version();
+    g_data_ = lk.group_of.data_ptr();
+    g_version_ = lk.group_of._version();
+    eps_ = lk.eps;
+  }
+  return plan_;
+}
+
+namespace {
+
+std::shared_ptr<const kc::OalPlan> plan_for(const LayerKernels& lk, const HdOptions& options) {
+  if (options.plan_cache) return options.plan_cache->get(lk);
+  return std::make_shared<const kc::OalPlan>(kc::OalPlan::build(lk.group_of, lk.L.detach(), lk.eps));
+}
+
+}  // namespace
 
 at::Tensor hd_extend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const LayerKernels& lk, HdState& state, const HdOptions& options) {
@@ -373,10 +399,8 @@ at::Tensor hd_extend(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   QkvShape s = check_extend(op, q, k, v, lk, state, options);
   if (s.q_len == 0) return at::zeros({s.batch, s.q_heads, 0, s.value_dim}, q.options());
   // Dispatch point: the fp32 CPU kernel whenever it can run, the ATen code otherwise.
-  if (hd_kernel_blocker(q, k, v, lk, state, options).empty()) {
-    auto plan = kc::OalPlan::build(lk.group_of, lk.L.detach(), lk.eps);
-    return extend_kernel(s, q, k, v, plan, state, options.chunk, nullptr);
-  }
+  if (hd_kernel_blocker(q, k, v, lk, state, options).empty())
+    return extend_kernel(s, q, k, v, *plan_for(lk, options), state, options.chunk, nullptr, true);
   return extend_aten(op, s, q, k, v, lk, state, options);
 }
 
@@ -411,42 +435,60 @@ at::Tensor hd_step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
 // ---- HdDecodeState -------------------------------------------------------------------
 
 HdDecodeState::HdDecodeState(LayerKernels kernels, int64_t batch, HdOptions options)
-    : kernels_(std::move(kernels)), batch_(batch), options_(options) {
+    : kernels_(std::move(kernels)), batch_(batch), options_(std::move(options)) {
   check(batch >= 1, "hd_decode", "batch must be >= 1, got {}", batch);
   kernels_.validate("hd_decode");
+  if (!options_.plan_cache) options_.plan_cache = std::make_shared<OalPlanCache>();
 }
 
 HdDecodeState::HdDecodeState(LayerKernels kernels, HdState state, HdOptions options)
-    : kernels_(std::move(kernels)), batch_(state.batch()), options_(options),
+    : kernels_(std::move(kernels)), batch_(state.batch()), options_(std::move(options)),
       state_(std::move(state)) {
   kernels_.validate("hd_decode", state_->dim());
   state_->S = state_->S.clone();  // extend() updates in place; the caller's state stays
+  if (!options_.plan_cache) options_.plan_cache = std::make_shared<OalPlanCache>();
+}
+
+QkvShape HdDecodeState::check_tokens(const at::Tensor& q, const at::Tensor& k,
+                                     const at::Tensor& v) {
+  constexpr std::string_view op = "hd_decode";
+  const QkvShape s = check_qkv(op, q, k, v, /*allow_longer_keys=*/false);
+  check(s.batch == batch_, op, "state was made for batch {}, got q {}", batch_, shape_str(q));
+  check(kernels_.heads() == s.q_heads && kernels_.group_of.size(1) == s.dim, op,
+        "kernels are for Hq = {}, d = {}; q is {}", kernels_.heads(),
+        kernels_.group_of.size(1), shape_str(q));
+  if (!state_)
+    state_ = HdState::zeros(s.batch, s.kv_heads, s.dim, s.value_dim,
+                            compute_dtype(q.scalar_type()), q.device());
+  check(state_->S.size(1) == s.kv_heads && state_->S.size(3) == s.value_dim + 1, op,
+        "state S is {}, tokens have Hkv = {}, Dv = {}", shape_str(state_->S), s.kv_heads,
+        s.value_dim);
+  return s;
+}
+
+at::Tensor HdDecodeState::run_kernel(const QkvShape& s, const at::Tensor& q, const at::Tensor& k,
+                                     const at::Tensor& v, bool readout) {
+  if (s.q_len == 1 && !ws_)
+    ws_ = std::make_unique<kc::OalDecodeWorkspace>(s.batch, s.kv_heads, s.group_size(), s.dim,
+                                                   s.value_dim);
+  return extend_kernel(s, q, k, v, *options_.plan_cache->get(kernels_), *state_, options_.chunk,
+                       ws_.get(), readout);
 }
 
 at::Tensor HdDecodeState::extend(const at::Tensor& q, const at::Tensor& k,
                                  const at::Tensor& v) {
-  if (!state_) {
-    QkvShape s = check_qkv("hd_decode", q, k, v, /*allow_longer_keys=*/false);
-    check(s.batch == batch_, "hd_decode", "state was made for batch {}, got q {}", batch_,
-          shape_str(q));
-    state_ = HdState::zeros(s.batch, s.kv_heads, s.dim, s.value_dim,
-                            compute_dtype(q.scalar_type()), q.device());
-  }
-  if (q.dim() == 4 && q.size(2) == 1 &&
-      hd_kernel_blocker(q, k, v, kernels_, *state_, options_).empty())
-    return step_kernel(q, k, v);
+  const QkvShape s = check_tokens(q, k, v);
+  if (s.q_len > 0 && hd_kernel_blocker(q, k, v, kernels_, *state_, options_).empty())
+    return run_kernel(s, q, k, v, /*readout=*/true);
   return hd_extend(q, k, v, kernels_, *state_, options_);
 }
 
-// One token through the fused decode kernel, with the plan and workspace of this session.
-at::Tensor HdDecodeState::step_kernel(const at::Tensor& q, const at::Tensor& k,
-                                      const at::Tensor& v) {
-  QkvShape s = check_extend("hd_chunked", q, k, v, kernels_, *state_, options_);
-  if (!plan_) plan_ = kc::OalPlan::build(kernels_.group_of, kernels_.L.detach(), kernels_.eps);
-  if (!ws_)
-    ws_ = std::make_unique<kc::OalDecodeWorkspace>(s.batch, s.kv_heads, s.group_size(), s.dim,
-                                                   s.value_dim);
-  return extend_kernel(s, q, k, v, *plan_, *state_, options_.chunk, ws_.get());
+void HdDecodeState::absorb(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const QkvShape s = check_tokens(q, k, v);
+  if (s.q_len > 0 && hd_kernel_blocker(q, k, v, kernels_, *state_, options_).empty())
+    run_kernel(s, q, k, v, /*readout=*/false);
+  else
+    hd_extend(q, k, v, kernels_, *state_, options_);
 }
 
 }  // namespace oal::attn

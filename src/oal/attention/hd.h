@@ -41,10 +41,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
 #include "oal/attention/method.h"
+#include "oal/attention/qkv_shape.h"
 #include "oal/attention/quadratic.h"
 #include "oal/kernels/cpu/oal_decode.h"
 #include "oal/kernels/cpu/oal_plan.h"
@@ -80,9 +82,27 @@ struct HdState {
 // the differentiable ATen implementation.
 enum class HdBackend { automatic, aten };
 
+// The fp32 kernel plan (kernels/cpu/oal_plan.h) of one layer's kernels, built at the
+// first kernel call and rebuilt only when L, group_of or eps change (L's storage or
+// autograd version counter moves, e.g. after an optimizer step). Thread-safe.
+class OalPlanCache {
+ public:
+  std::shared_ptr<const kernels::cpu::OalPlan> get(const LayerKernels& kernels);
+
+ private:
+  std::mutex mutex_;
+  std::shared_ptr<const kernels::cpu::OalPlan> plan_;
+  const void *l_data_ = nullptr, *g_data_ = nullptr;
+  int64_t l_version_ = -1, g_version_ = -1;
+  double eps_ = 0;
+};
+
 struct HdOptions {
   int64_t chunk = 64;  // tokens per chunk, >= 1; need not divide T
   HdBackend backend = HdBackend::automatic;
+  // Where the kernel plan of these kernels is kept between calls (QuadraticAttention
+  // and its decoders share one per layer); nullptr builds it per kernel call.
+  std::shared_ptr<OalPlanCache> plan_cache = nullptr;
 };
 
 struct HdPrefill {
@@ -132,27 +152,34 @@ at::Tensor hd_step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
 
 // DecodeState over hd_extend: constant size (state_bytes() = bytes of S once the first
 // tokens fixed Hkv, D, Dv; 0 before). Created empty or from a prefill's state (copied,
-// so the prefill's HdState is not modified by later extends). Single tokens the CPU
-// kernels can take run the fused decode step with a plan and workspace built at the
-// first such step (the kernels must not change during one decode session).
+// so the prefill's HdState is not modified by later extends). Inputs the CPU kernels can
+// take run the fused decode step (one token) or the chunked prefill kernel (several),
+// with the plan from options.plan_cache (one is made when none is given) and a workspace
+// sized at the first step; the kernels are validated once, at construction, so a step's
+// own checks are O(new tokens). absorb() skips the readout (prefill kernel without y).
 class HdDecodeState : public DecodeState {
  public:
   HdDecodeState(LayerKernels kernels, int64_t batch, HdOptions options = {});
   HdDecodeState(LayerKernels kernels, HdState state, HdOptions options = {});
   at::Tensor extend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) override;
+  void absorb(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) override;
   int64_t tokens() const override { return state_ ? state_->tokens : 0; }
   int64_t state_bytes() const override { return state_ ? state_->bytes() : 0; }
   // The state (empty optional before the first extend of an empty-created decoder).
   const std::optional<HdState>& state() const { return state_; }
 
  private:
-  at::Tensor step_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+  // Checks new tokens against the kernels and the state (created at the first tokens);
+  // O(new tokens).
+  QkvShape check_tokens(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+  // The kernel path for checked tokens (y = nullptr: absorb only).
+  at::Tensor run_kernel(const QkvShape& s, const at::Tensor& q, const at::Tensor& k,
+                        const at::Tensor& v, bool readout);
   LayerKernels kernels_;
   int64_t batch_;
   HdOptions options_;
   std::optional<HdState> state_;
-  std::optional<kernels::cpu::OalPlan> plan_;                // built at the first kernel step
-  std::unique_ptr<kernels::cpu::OalDecodeWorkspace> ws_;    // sized for state_
+  std::unique_ptr<kernels::cpu::OalDecodeWorkspace> ws_;  // sized for state_
 };
 
 }  // namespace oal::attn

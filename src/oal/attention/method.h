@@ -27,6 +27,12 @@ class DecodeState {
   at::Tensor step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
     return extend(q.unsqueeze(2), k.unsqueeze(2), v.unsqueeze(2)).squeeze(2);
   }
+  // Absorbs T context tokens whose outputs are not needed (priming a decoder with a
+  // prompt): shapes as extend. Default: extend() with the outputs discarded; a KV cache
+  // only appends and the HD state skips its readout.
+  virtual void absorb(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+    extend(q, k, v);
+  }
   // Tokens absorbed so far.
   virtual int64_t tokens() const = 0;
   // Bytes held by the state now (grows with tokens for a KV cache, constant for HD).

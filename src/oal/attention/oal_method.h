@@ -11,17 +11,19 @@
 namespace oal::attn {
 
 // forward(): hd_chunked over the layer's per-query-head kernels; new_state(): an
-// HdDecodeState; parameters(): {kernels().L} ([Hq, Gmax+1, Gmax+1], requires_grad when
-// `trainable`). name(): "global" when every head has G = 1, else "oal".
-// Under autograd forward() records the graph through L; wrap inference in a
-// c10::NoGradGuard (or construct with trainable = false) to skip it.
+// HdDecodeState; both share one cached fp32 kernel plan (HdOptions::plan_cache).
+// parameters(): {kernels().L} ([Hq, Gmax+1, Gmax+1]) when `trainable`, else empty.
+// name(): "global" when every head has G = 1, else "oal".
+// Inference is the default (trainable = false): forward() takes the CPU kernels. A
+// trainable method records the graph through L under autograd (the ATen path); wrap its
+// inference in a c10::NoGradGuard to take the kernels.
 class QuadraticAttention : public AttentionMethod {
  public:
   explicit QuadraticAttention(LayerKernels kernels, HdOptions options = {},
-                              bool trainable = true);
+                              bool trainable = false);
   // One kernel per query head; L kept in `dtype` (fp64 default, fp32 for training speed).
   static QuadraticAttention from_kernels(const std::vector<QuadraticKernel>& kernels,
-                                         HdOptions options = {}, bool trainable = true,
+                                         HdOptions options = {}, bool trainable = false,
                                          at::ScalarType dtype = at::kDouble);
 
   std::string name() const override;

@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "oal/attention/kernel_blocker.h"
 #include "oal/attention/qkv_shape.h"
 #include "oal/core/error.h"
 
@@ -99,6 +100,24 @@ at::Tensor softmax_attention_tiled(const at::Tensor& q, const at::Tensor& k,
   if (outs.empty())
     return at::zeros({s.batch, s.q_heads, 0, s.value_dim}, q.options());
   return ungroup(at::cat(outs, 3), s, q.scalar_type());
+}
+
+at::Tensor softmax_attention_flash(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   std::optional<double> scale,
+                                   const kernels::cpu::FlashOptions& options) {
+  constexpr std::string_view op = "softmax_attention_flash";
+  const QkvShape s = check_qkv(op, q, k, v, /*allow_longer_keys=*/true);
+  const std::string blocker = kernel_blocker(q, k, v);
+  check(blocker.empty(), op, "the CPU kernel cannot take these inputs: {}", blocker);
+  check(options.q_block >= 1 && options.k_block >= 1, op, "block sizes must be >= 1");
+  const at::Tensor qf = q.to(at::kFloat).contiguous(), kf = k.to(at::kFloat).contiguous();
+  const at::Tensor vf = v.to(at::kFloat).contiguous();
+  at::Tensor y = at::empty({s.batch, s.q_heads, s.q_len, s.value_dim}, qf.options());
+  const double sc = scale.value_or(1.0 / std::sqrt(static_cast<double>(s.dim)));
+  kernels::cpu::flash_softmax_f32(kernel_dims(s), qf.data_ptr<float>(), kf.data_ptr<float>(),
+                                  vf.data_ptr<float>(), y.data_ptr<float>(),
+                                  static_cast<float>(sc), options);
+  return y.to(q.scalar_type());
 }
 
 }  // namespace oal::attn

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "oal/kernels/cpu/flash_softmax.h"
+
 namespace oal::attn {
 
 // Reference: materialises the [T, S] score matrix of every head.
@@ -27,5 +29,14 @@ at::Tensor softmax_attention_naive(const at::Tensor& q, const at::Tensor& k,
 at::Tensor softmax_attention_tiled(const at::Tensor& q, const at::Tensor& k,
                                    const at::Tensor& v, int64_t block = 128,
                                    std::optional<double> scale = std::nullopt);
+
+// The flash-style CPU kernel (kernels/cpu/flash_softmax.h) on fp32 copies of the inputs:
+// same shapes and S >= T rule as above, fp32 or bf16 CPU tensors without autograd (the
+// SoftmaxAttention entry point checks kernel_blocker() first; here a blocked input
+// throws oal::Error("softmax_attention_flash") with the reason). Output in q's dtype.
+at::Tensor softmax_attention_flash(const at::Tensor& q, const at::Tensor& k,
+                                   const at::Tensor& v,
+                                   std::optional<double> scale = std::nullopt,
+                                   const kernels::cpu::FlashOptions& options = {});
 
 }  // namespace oal::attn

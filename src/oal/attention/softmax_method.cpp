@@ -1,19 +1,24 @@
 #include "oal/attention/softmax_method.h"
 
-#include "oal/attention/fast_paths.h"
+#include <algorithm>
+#include <cmath>
+
+#include "oal/attention/kernel_blocker.h"
 #include "oal/attention/qkv_shape.h"
 #include "oal/attention/softmax.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
+#include "oal/kernels/cpu/flash_softmax.h"
 
 namespace oal::attn {
 namespace {
 
-// The flash-style CPU kernel whenever it can take the inputs (CPU, fp32/bf16, no
-// autograd), the differentiable tiled reference otherwise. Both compute in fp32.
+// The dispatch point: the flash-style CPU kernel whenever it can take the inputs (CPU,
+// fp32/bf16, no autograd), the differentiable tiled reference otherwise. Both compute in
+// fp32.
 at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t block,
                   std::optional<double> scale) {
-  if (fast_kernel_blocker(q, k, v).empty()) return softmax_attention_fast(q, k, v, scale).y;
+  if (kernel_blocker(q, k, v).empty()) return softmax_attention_flash(q, k, v, scale);
   return softmax_attention_tiled(q, k, v, block, scale);
 }
 
@@ -24,25 +29,37 @@ SoftmaxKvCache::SoftmaxKvCache(int64_t batch, int64_t block, std::optional<doubl
   check(batch >= 1, "softmax_kv_cache", "batch must be >= 1, got {}", batch);
 }
 
-void SoftmaxKvCache::append(const at::Tensor& k, const at::Tensor& v) {
-  constexpr std::string_view op = "softmax_kv_cache";
-  int64_t t = k.size(2);
+namespace {
+
+constexpr std::string_view k_cache_op = "softmax_kv_cache";
+
+// New capacity for `need` tokens when `cap` are allocated (doubling, at least 16).
+int64_t grown(int64_t cap, int64_t need) { return std::max({need, 2 * cap, int64_t{16}}); }
+
+// Checks new tokens against the cache's fixed B, Hkv, D, Dv.
+void check_tokens(const at::Tensor& k, const at::Tensor& v, int64_t batch, int64_t kv_heads,
+                  int64_t dim, int64_t value_dim) {
+  check(k.size(0) == batch && k.size(1) == kv_heads && k.size(3) == dim &&
+            v.size(3) == value_dim,
+        k_cache_op, "new tokens k {}, v {} do not match the cache (B={}, Hkv={}, D={}, Dv={})",
+        shape_str(k), shape_str(v), batch, kv_heads, dim, value_dim);
+}
+
+}  // namespace
+
+void SoftmaxKvCache::append_tensor(const at::Tensor& k, const at::Tensor& v) {
+  const int64_t t = k.size(2);
   if (!k_buf_.defined()) {
-    check(k.size(0) == batch_, op, "state was made for batch {}, got k {}", batch_,
+    check(k.size(0) == batch_, k_cache_op, "state was made for batch {}, got k {}", batch_,
           shape_str(k));
-    int64_t cap = std::max<int64_t>(t, 16);
-    k_buf_ = at::empty({k.size(0), k.size(1), cap, k.size(3)}, k.options());
-    v_buf_ = at::empty({v.size(0), v.size(1), cap, v.size(3)}, v.options());
-  } else {
-    check(k.size(0) == k_buf_.size(0) && k.size(1) == k_buf_.size(1) &&
-              k.size(3) == k_buf_.size(3) && v.size(3) == v_buf_.size(3),
-          op, "new tokens k {}, v {} do not match the cache [B, Hkv, *, D] {} / {}",
-          shape_str(k), shape_str(v), shape_str(k_buf_), shape_str(v_buf_));
-    check(k.scalar_type() == k_buf_.scalar_type(), op, "dtype changed from {} to {}",
-          c10::toString(k_buf_.scalar_type()), c10::toString(k.scalar_type()));
+    k_buf_ = at::empty({k.size(0), k.size(1), 0, k.size(3)}, k.options());
+    v_buf_ = at::empty({v.size(0), v.size(1), 0, v.size(3)}, v.options());
   }
+  check_tokens(k, v, batch_, k_buf_.size(1), k_buf_.size(3), v_buf_.size(3));
+  check(k.scalar_type() == k_buf_.scalar_type(), k_cache_op, "dtype changed from {} to {}",
+        c10::toString(k_buf_.scalar_type()), c10::toString(k.scalar_type()));
   if (len_ + t > k_buf_.size(2)) {
-    int64_t cap = std::max(len_ + t, 2 * k_buf_.size(2));
+    const int64_t cap = grown(k_buf_.size(2), len_ + t);
     auto grow = [&](const at::Tensor& buf) {
       auto nb = at::empty({buf.size(0), buf.size(1), cap, buf.size(3)}, buf.options());
       nb.narrow(2, 0, len_).copy_(buf.narrow(2, 0, len_));
@@ -56,24 +73,92 @@ void SoftmaxKvCache::append(const at::Tensor& k, const at::Tensor& v) {
   len_ += t;
 }
 
+void SoftmaxKvCache::append_kernel(const at::Tensor& k, const at::Tensor& v) {
+  const int64_t t = k.size(2);
+  if (!kt_.defined()) {
+    check(k.size(0) == batch_, k_cache_op, "state was made for batch {}, got k {}", batch_,
+          shape_str(k));
+    const auto f32 = k.options().dtype(at::kFloat);
+    kt_ = at::empty({k.size(0), k.size(1), k.size(3), 0}, f32);
+    v32_ = at::empty({v.size(0), v.size(1), 0, v.size(3)}, f32);
+  }
+  check_tokens(k, v, batch_, kt_.size(1), kt_.size(2), v32_.size(3));
+  if (len_ + t > kt_.size(3)) {
+    const int64_t cap = grown(kt_.size(3), len_ + t);
+    auto nk = at::empty({kt_.size(0), kt_.size(1), kt_.size(2), cap}, kt_.options());
+    auto nv = at::empty({v32_.size(0), v32_.size(1), cap, v32_.size(3)}, v32_.options());
+    nk.narrow(3, 0, len_).copy_(kt_.narrow(3, 0, len_));
+    nv.narrow(2, 0, len_).copy_(v32_.narrow(2, 0, len_));
+    kt_ = nk;
+    v32_ = nv;
+  }
+  kt_.narrow(3, len_, t).copy_(k.transpose(2, 3));  // converts to fp32 as it copies
+  v32_.narrow(2, len_, t).copy_(v);
+  len_ += t;
+}
+
+// The T queries against the whole kernel-storage cache, straight from its buffers.
+at::Tensor SoftmaxKvCache::attend_kernel(const at::Tensor& q) const {
+  namespace kc = oal::kernels::cpu;
+  const at::Tensor qf = q.to(at::kFloat).contiguous();
+  kc::AttentionDims d;
+  d.batch = q.size(0);
+  d.q_heads = q.size(1);
+  d.kv_heads = kt_.size(1);
+  d.q_len = q.size(2);
+  d.k_len = len_;
+  d.dim = q.size(3);
+  d.value_dim = v32_.size(3);
+  check(d.q_heads % d.kv_heads == 0, k_cache_op, "Hq = {} is not a multiple of Hkv = {}",
+        d.q_heads, d.kv_heads);
+  at::Tensor y = at::empty({d.batch, d.q_heads, d.q_len, d.value_dim}, qf.options());
+  const double scale = scale_.value_or(1.0 / std::sqrt(static_cast<double>(d.dim)));
+  kc::flash_softmax_kt_f32(d, qf.data_ptr<float>(), kt_.data_ptr<float>(), kt_.size(3),
+                           v32_.data_ptr<float>(), v32_.size(2), y.data_ptr<float>(),
+                           static_cast<float>(scale));
+  return y.to(q.scalar_type());
+}
+
+void SoftmaxKvCache::append(const at::Tensor& k, const at::Tensor& v, bool fast) {
+  if (kt_.defined() || (!k_buf_.defined() && fast))
+    append_kernel(k.detach(), v.detach());
+  else
+    append_tensor(k.detach(), v.detach());
+}
+
 at::Tensor SoftmaxKvCache::extend(const at::Tensor& q, const at::Tensor& k,
                                   const at::Tensor& v) {
-  check_qkv("softmax_kv_cache", q, k, v, /*allow_longer_keys=*/false);
-  append(k.detach(), v.detach());
+  check_qkv(k_cache_op, q, k, v, /*allow_longer_keys=*/false);
+  const bool fast = kernel_blocker(q, k, v).empty();
+  append(k, v, fast);
+  if (kt_.defined() && fast) return attend_kernel(q);
+  if (kt_.defined())  // kernel storage, but these queries need the reference
+    return softmax_attention_tiled(q, keys().to(q.scalar_type()), values().to(q.scalar_type()),
+                                  block_, scale_);
   return attend(q, keys(), values(), block_, scale_);
 }
 
+void SoftmaxKvCache::absorb(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  check_qkv(k_cache_op, q, k, v, /*allow_longer_keys=*/false);
+  append(k, v, kernel_blocker(q, k, v).empty());
+}
+
 at::Tensor SoftmaxKvCache::keys() const {
+  if (kt_.defined()) return kt_.narrow(3, 0, len_).transpose(2, 3);
   return k_buf_.defined() ? k_buf_.narrow(2, 0, len_) : at::Tensor();
 }
 at::Tensor SoftmaxKvCache::values() const {
+  if (v32_.defined()) return v32_.narrow(2, 0, len_);
   return v_buf_.defined() ? v_buf_.narrow(2, 0, len_) : at::Tensor();
 }
 
 int64_t SoftmaxKvCache::state_bytes() const {
-  if (!k_buf_.defined()) return 0;
-  int64_t per_token = k_buf_.size(0) * k_buf_.size(1) * (k_buf_.size(3) + v_buf_.size(3));
-  return len_ * per_token * static_cast<int64_t>(k_buf_.element_size());
+  const at::Tensor& kb = kt_.defined() ? kt_ : k_buf_;
+  const at::Tensor& vb = kt_.defined() ? v32_ : v_buf_;
+  if (!kb.defined()) return 0;
+  const int64_t dim = kt_.defined() ? kt_.size(2) : k_buf_.size(3);
+  const int64_t per_token = kb.size(0) * kb.size(1) * (dim + vb.size(3));
+  return len_ * per_token * static_cast<int64_t>(kb.element_size());
 }
 
 SoftmaxAttention::SoftmaxAttention(int64_t block, std::optional<double> scale)

@@ -10,31 +10,49 @@
 
 namespace oal::attn {
 
-// Growing KV cache: keeps K [B, Hkv, n, D] and V [B, Hkv, n, Dv] of every absorbed token
-// in the input dtype (capacity doubles, so appending is amortised O(1) per token).
+// Growing KV cache (capacity doubles, so appending is amortised O(1) per token).
 // extend(q, k, v) with T new tokens appends k, v and attends the T queries causally to
-// all n + T keys (query i sees keys j <= n + i), computed as SoftmaxAttention::forward. The first extend fixes B, Hkv, D, Dv
-// and the dtype; later calls must match. state_bytes() = bytes of the n cached tokens'
-// keys and values (the logical cache size; the allocation is at most 2x that).
+// all n + T keys (query i sees keys j <= n + i), computed as SoftmaxAttention::forward.
+// The first extend fixes B, Hkv, D, Dv and the storage:
+//   kernel storage (the CPU kernels can take the tokens: CPU, fp32/bf16, no autograd):
+//     Kᵀ [B, Hkv, D, capacity] and V [B, Hkv, capacity, Dv] in fp32, appended in place;
+//     each extend runs the flash kernel on them directly: per-token work besides the
+//     attention itself is O(new tokens) (no copy or transpose of the cache).
+//   tensor storage (anything else: fp64, autograd, another device): K, V in the input
+//     dtype, attended by softmax_attention_tiled (differentiable).
+// A kernel-storage cache given tokens the kernels cannot take (e.g. autograd switched
+// on mid-way) answers through the reference from a copy of its cache.
+// state_bytes() = bytes of the n cached tokens' keys and values in their storage dtype
+// (the allocation is at most 2x that).
 class SoftmaxKvCache : public DecodeState {
  public:
   SoftmaxKvCache(int64_t batch, int64_t block, std::optional<double> scale);
   at::Tensor extend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) override;
+  // Appends k, v (q is only checked): the storage rule of extend, no attention.
+  void absorb(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) override;
   int64_t tokens() const override { return len_; }
   int64_t state_bytes() const override;
-  // Views of the cached keys [B, Hkv, n, D] and values [B, Hkv, n, Dv].
+  // Whether the cache holds kernel storage (false before the first extend).
+  bool kernel_storage() const { return kt_.defined(); }
+  // The cached keys [B, Hkv, n, D] and values [B, Hkv, n, Dv] (views; fp32 for kernel
+  // storage, the input dtype otherwise).
   at::Tensor keys() const;
   at::Tensor values() const;
 
  private:
-  void append(const at::Tensor& k, const at::Tensor& v);
+  void append_tensor(const at::Tensor& k, const at::Tensor& v);
+  void append_kernel(const at::Tensor& k, const at::Tensor& v);
+  // Appends to the storage the first call chose (kernel storage when `fast`).
+  void append(const at::Tensor& k, const at::Tensor& v, bool fast);
+  at::Tensor attend_kernel(const at::Tensor& q) const;
   int64_t batch_, block_;
   std::optional<double> scale_;
-  at::Tensor k_buf_, v_buf_;  // [B, Hkv, capacity, D|Dv]
+  at::Tensor k_buf_, v_buf_;  // tensor storage: [B, Hkv, capacity, D|Dv]
+  at::Tensor kt_, v32_;       // kernel storage: [B, Hkv, D, capacity], [B, Hkv, capacity, Dv]
   int64_t len_ = 0;
 };
 
-// forward() and the cache's extend(): the flash-style CPU kernel (fast_paths.h) when it
+// forward() and the cache's extend(): the flash-style CPU kernel (softmax.h) when it
 // can take the inputs (CPU, fp32/bf16, no autograd), else softmax_attention_tiled with
 // `block` (default 128); new_state(): a SoftmaxKvCache. No trainable parameters.
 class SoftmaxAttention : public AttentionMethod {

@@ -4,133 +4,35 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "oal/core/error.h"
 #include "oal/io/svg_lines.h"
-#include "oal/kernels/cpu/gemm_f32.h"
+#include "oal/eval/bench_measure.h"
 #include "oal/kernels/cpu/isa.h"
-#include "oal/kernels/cpu/parallel.h"
 #include "oal/kernels/cpu/oal_plan.h"
 
 namespace oal::eval {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = BenchClock;
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+void fill_times(BenchRow& row, const std::vector<double>& ms) {
+  const Timing t = summarize(ms);
+  row.samples = t.samples;
+  row.ms_median = t.median;
+  row.ms_min = t.min;
+  row.ms_max = t.max;
 }
 
-// ---- memory -------------------------------------------------------------------------
-
-int64_t status_kb(const char* key) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  const std::string k = std::string(key) + ":";
-  while (std::getline(f, line))
-    if (line.rfind(k, 0) == 0) return std::stoll(line.substr(k.size()));
-  return -1;
-}
-
-int64_t mem_available_bytes() {
-  std::ifstream f("/proc/meminfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("MemAvailable:", 0) == 0) return std::stoll(line.substr(13)) * 1024;
-  return 0;
-}
-
-// Resets the VmHWM high-water mark to the current RSS; false when the kernel refuses.
-bool reset_peak_rss() {
-  std::ofstream f("/proc/self/clear_refs");
-  if (!f) return false;
-  f << "5";
-  f.flush();
-  return static_cast<bool>(f);
-}
-
-int64_t peak_rss_bytes() {
-  const int64_t kb = status_kb("VmHWM");
-  if (kb >= 0) return kb * 1024;
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<int64_t>(u.ru_maxrss) * 1024;
-}
-
-struct MemProbe {
-  bool reset_ok = false;
-  int64_t before = 0;
-  void start() {
-    reset_ok = reset_peak_rss();
-    before = status_kb("VmRSS") * 1024;
-  }
-  void finish(BenchRow& row) const {
-    row.peak_rss_bytes = peak_rss_bytes();
-    row.peak_extra_bytes = std::max<int64_t>(0, row.peak_rss_bytes - before);
-  }
-};
-
-// ---- statistics -----------------------------------------------------------------------
-
-void fill_times(BenchRow& row, std::vector<double> ms) {
-  std::sort(ms.begin(), ms.end());
-  row.samples = static_cast<int>(ms.size());
-  const size_t n = ms.size();
-  row.ms_median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
-  row.ms_min = ms.front();
-  row.ms_max = ms.back();
-}
-
-double gemm_rate(at::ScalarType dtype) {
-  const int64_t n = 1024;
-  const at::Tensor a = at::randn({n, n}).to(dtype), b = at::randn({n, n}).to(dtype);
-  at::Tensor c = at::mm(a, b);
-  std::vector<double> ms;
-  for (int i = 0; i < 5; ++i) {
-    const auto t0 = Clock::now();
-    c = at::mm(a, b);
-    ms.push_back(ms_since(t0));
-  }
-  std::sort(ms.begin(), ms.end());
-  return 2.0 * n * n * n / (ms[2] * 1e-3) / 1e9;
-}
-
-// The same 1024³ fp32 product with this project's gemm_f32 (the kernels' inner loops),
-// row blocks of 64 spread over the threads. On CPUs where OpenBLAS picks narrower
-// kernels than ours (AVX2 on an AVX-512 machine) this is the higher rate.
-double kernel_gemm_rate() {
-  const int64_t n = 1024, rows = 64;
-  const at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
-  at::Tensor c = at::empty({n, n});
-  const float *ap = a.data_ptr<float>(), *bp = b.data_ptr<float>();
-  float* cp = c.data_ptr<float>();
-  auto run = [&] {
-    kernels::cpu::parallel_items(n / rows, 0, [&](int64_t, int64_t i) {
-      kernels::cpu::gemm_f32(rows, n, n, ap + i * rows * n, n, 1, bp, n, cp + i * rows * n, n,
-                             false);
-    });
-  };
-  run();
-  std::vector<double> ms;
-  for (int i = 0; i < 5; ++i) {
-    const auto t0 = Clock::now();
-    run();
-    ms.push_back(ms_since(t0));
-  }
-  std::sort(ms.begin(), ms.end());
-  return 2.0 * n * n * n / (ms[2] * 1e-3) / 1e9;
-}
-
-std::string dtype_name(at::ScalarType t) {
-  return t == at::kBFloat16 ? "bf16" : t == at::kFloat ? "fp32" : c10::toString(t);
+void record_memory(BenchRow& row, const MemProbe& probe) {
+  row.peak_rss_bytes = probe.peak_bytes();
+  row.peak_extra_bytes = probe.extra_bytes();
 }
 
 struct Inputs {
@@ -187,13 +89,13 @@ BenchRow time_prefill(BenchMethod& m, const Inputs& in, at::ScalarType dt, int64
   release_freed_memory();  // the first call's peak is this cell's own (machine.h)
   MemProbe probe;
   probe.start();
-  reset_ok = reset_ok && probe.reset_ok;
+  reset_ok = reset_ok && probe.reset_ok();
   std::vector<double> ms;
   for (int i = 0; i < cfg.warmup + cfg.repeats; ++i) {
     const auto t0 = Clock::now();
     at::Tensor y = m.prefill(in.q, in.k, in.v);
     const double t = ms_since(t0);
-    if (i == 0) probe.finish(row);
+    if (i == 0) record_memory(row, probe);
     if (i >= cfg.warmup) ms.push_back(t);
   }
   fill_times(row, ms);
@@ -227,15 +129,16 @@ BenchRow time_decode(BenchMethod& m, const BenchShape& s, at::ScalarType dt, int
                      v = tok.v.select(2, i).contiguous();
     if (i == k_warm_steps) {
       probe.start();
-      reset_ok = reset_ok && probe.reset_ok;
+      reset_ok = reset_ok && probe.reset_ok();
     }
     const auto t0 = Clock::now();
     dec->step(q, k, v, y);
     const double t = ms_since(t0);
     if (i >= k_warm_steps) ms.push_back(t);
   }
-  probe.finish(row);
+  record_memory(row, probe);
   fill_times(row, ms);
+  row.note = *m.notice;
   finish_rates(row, m.decode_flops ? m.decode_flops(n) : 0, static_cast<double>(s.batch), gemm);
   row.state_bytes = dec->state_bytes();
   return row;
@@ -282,11 +185,11 @@ BenchReport run_bench(const BenchConfig& cfg, const ProgressFn& progress) {
   BenchReport rep;
   rep.config = cfg;
   rep.machine = machine_info();
-  rep.isa = std::string(kernels::cpu::isa_name(kernels::cpu::active_isa()));
+  rep.isa = kernels::cpu::target_name(kernels::cpu::active_target());
   std::vector<BenchMethod> methods;
   for (const auto& name : cfg.methods) methods.push_back(make_bench_method(name, cfg.shape));
-  rep.gemm_gflops_fp32 = gemm_rate(at::kFloat);
-  rep.gemm_gflops_bf16 = gemm_rate(at::kBFloat16);
+  rep.gemm_gflops_fp32 = aten_gemm_rate(at::kFloat);
+  rep.gemm_gflops_bf16 = aten_gemm_rate(at::kBFloat16);
   rep.gemm_gflops_kernels = kernel_gemm_rate();
   const double gemm_ref = std::max(rep.gemm_gflops_fp32, rep.gemm_gflops_kernels);
   const int64_t modes = (cfg.prefill ? 1 : 0) + (cfg.decode ? 1 : 0);

@@ -6,12 +6,13 @@
 #include <limits>
 #include <map>
 
-#include "oal/attention/fast_paths.h"
+#include "oal/attention/kernel_blocker.h"
+#include "oal/attention/oal_method.h"
 #include "oal/attention/quadratic.h"
+#include "oal/attention/softmax_method.h"
 #include "oal/calib/method_factory.h"
 #include "oal/core/error.h"
 #include "oal/eval/bench.h"
-#include "oal/kernels/cpu/flash_softmax.h"
 #include "oal/kernels/cpu/oal_prefill.h"
 
 namespace oal::eval {
@@ -36,45 +37,48 @@ kc::AttentionDims dims_of(const BenchShape& s, int64_t q_len, int64_t k_len) {
   return d;
 }
 
-// ---- softmax-flash ------------------------------------------------------------------
+// ---- the library's own entry points ---------------------------------------------------
 
-// KV cache in the kernel's layout: Kᵀ [B·Hkv, D, cap] and V [B·Hkv, cap, Dv], fp32.
-class FlashDecoder : public BenchDecoder {
+// Decoding through an AttentionMethod's DecodeState: what the model runs per token.
+// prime() records the path in `notice` like the prefill (see attach_method).
+class AttentionDecoder : public BenchDecoder {
  public:
-  FlashDecoder(const BenchShape& s, at::ScalarType dtype, int64_t cap)
-      : s_(s), dtype_(dtype), cap_(cap) {
-    kt_ = at::zeros({s.batch * s.kv_heads, s.dim, cap});
-    v_ = at::zeros({s.batch * s.kv_heads, cap, s.value_dim});
-    q32_ = at::empty({s.batch, s.q_heads, s.dim});
-  }
-  void prime(const at::Tensor&, const at::Tensor& k, const at::Tensor& v) override {
-    const int64_t n = k.size(2);
-    check(len_ + n <= cap_, "bench", "decoder capacity {} exceeded", cap_);
-    kt_.narrow(2, len_, n).copy_(k.reshape({-1, n, s_.dim}).transpose(1, 2));
-    v_.narrow(1, len_, n).copy_(v.reshape({-1, n, s_.value_dim}));
-    len_ += n;
+  AttentionDecoder(std::shared_ptr<const attn::AttentionMethod> m, int64_t batch,
+                   std::shared_ptr<std::string> notice, bool dispatches)
+      : state_(m->new_state(batch)), notice_(std::move(notice)), dispatches_(dispatches) {}
+  void prime(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) override {
+    at::NoGradGuard ng;
+    *notice_ = dispatches_ ? attn::kernel_path(attn::kernel_blocker(q, k, v)) : "aten";
+    state_->absorb(q, k, v);
   }
   void step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor& y) override {
-    check(len_ < cap_, "bench", "decoder capacity {} exceeded", cap_);
-    kt_.select(2, len_).copy_(k.reshape({-1, s_.dim}));
-    v_.select(1, len_).copy_(v.reshape({-1, s_.value_dim}));
-    ++len_;
-    q32_.copy_(q);
-    kc::flash_softmax_kt_f32(dims_of(s_, 1, len_), q32_.data_ptr<float>(), kt_.data_ptr<float>(),
-                             cap_, v_.data_ptr<float>(), cap_, y.data_ptr<float>(),
-                             static_cast<float>(scale_of(s_)));
+    at::NoGradGuard ng;
+    y.copy_(state_->step(q, k, v));
   }
-  // The logical cache: keys and values of the absorbed tokens in the benchmark dtype.
-  int64_t state_bytes() const override {
-    return s_.batch * s_.kv_heads * len_ * (s_.dim + s_.value_dim) * elem_bytes(dtype_);
-  }
+  int64_t state_bytes() const override { return state_->state_bytes(); }
 
  private:
-  BenchShape s_;
-  at::ScalarType dtype_;
-  int64_t cap_, len_ = 0;
-  at::Tensor kt_, v_, q32_;
+  std::unique_ptr<attn::DecodeState> state_;
+  std::shared_ptr<std::string> notice_;
+  bool dispatches_;
 };
+
+// Prefill and decode through `method` (forward / new_state), recording in the row's note
+// the path its entry point took: "kernel (avx512)" or "reference (why)" for methods that
+// dispatch to the CPU kernels, "aten" for the others (the baselines).
+void attach_method(BenchMethod& m, std::shared_ptr<const attn::AttentionMethod> method,
+                   const BenchShape& s, bool dispatches) {
+  auto notice = m.notice;
+  m.prefill = [method, notice, dispatches](const at::Tensor& q, const at::Tensor& k,
+                                           const at::Tensor& v) {
+    at::NoGradGuard ng;
+    *notice = dispatches ? attn::kernel_path(attn::kernel_blocker(q, k, v)) : "aten";
+    return method->forward(q, k, v);
+  };
+  m.decoder = [method, s, notice, dispatches](at::ScalarType, int64_t) -> std::unique_ptr<BenchDecoder> {
+    return std::make_unique<AttentionDecoder>(method, s.batch, notice, dispatches);
+  };
+}
 
 BenchMethod softmax_common(const BenchShape& s, std::string name) {
   BenchMethod m;
@@ -90,14 +94,10 @@ BenchMethod softmax_common(const BenchShape& s, std::string name) {
 
 BenchMethod softmax_flash(const BenchShape& s) {
   BenchMethod m = softmax_common(s, "softmax-flash");
-  auto notice = m.notice;
-  m.prefill = [notice](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-    auto r = attn::softmax_attention_fast(q, k, v);
-    *notice = r.notice;
-    return r.y;
-  };
-  m.decoder = [s](at::ScalarType t, int64_t cap) -> std::unique_ptr<BenchDecoder> {
-    return std::make_unique<FlashDecoder>(s, t, cap);
+  attach_method(m, std::make_shared<attn::SoftmaxAttention>(), s, true);
+  // Decode keeps K and V in fp32 (the kernels' storage) whatever the input dtype.
+  m.state_bytes = [s](int64_t n, at::ScalarType) {
+    return s.batch * s.kv_heads * n * (s.dim + s.value_dim) * int64_t{4};
   };
   return m;
 }
@@ -165,63 +165,15 @@ BenchMethod softmax_torch(const BenchShape& s) {
 
 // ---- oal / global on the CPU kernels ---------------------------------------------------
 
-// G groups over d dims: group 0 the bulk, groups 1..G-1 two "outlier" dims each (spread
-// over the head), Taylor-initialised and perturbed (seeded) so heads differ.
-attn::LayerKernels bench_kernels(const BenchShape& s, int64_t groups) {
-  std::vector<attn::QuadraticKernel> heads;
-  for (int64_t h = 0; h < s.q_heads; ++h) {
-    std::vector<std::vector<int64_t>> g(static_cast<size_t>(groups));
-    for (int64_t r = 0; r < s.dim; ++r) {
-      const int64_t slot = (r * 7 + h * 3) % s.dim;  // a per-head shuffle of the dims
-      const int64_t gi = slot < 2 * (groups - 1) ? 1 + slot / 2 : 0;
-      g[static_cast<size_t>(gi)].push_back(r);
-    }
-    heads.push_back(attn::QuadraticKernel::taylor(g).perturbed(0.05, s.seed + 17 * h));
-  }
-  return attn::LayerKernels::from(heads, at::kFloat);
-}
-
-class OalDecoder : public BenchDecoder {
- public:
-  OalDecoder(const BenchShape& s, const attn::LayerKernels& kernels)
-      : state_(kernels, s.batch, s.chunk) {
-    q32_ = at::empty({s.batch, s.q_heads, s.dim});
-    k32_ = at::empty({s.batch, s.kv_heads, s.dim});
-    v32_ = at::empty({s.batch, s.kv_heads, s.value_dim});
-  }
-  void prime(const at::Tensor&, const at::Tensor& k, const at::Tensor& v) override {
-    state_.absorb(k, v);
-  }
-  void step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor& y) override {
-    q32_.copy_(q);
-    k32_.copy_(k);
-    v32_.copy_(v);
-    state_.step_into(q32_, k32_, v32_, y);
-  }
-  int64_t state_bytes() const override { return state_.state_bytes(); }
-
- private:
-  attn::OalFastDecodeState state_;
-  at::Tensor q32_, k32_, v32_;
-};
 
 BenchMethod quadratic_method(const BenchShape& s, std::string name, int64_t groups) {
   BenchMethod m;
   m.name = std::move(name);
-  auto kernels = std::make_shared<attn::LayerKernels>(bench_kernels(s, groups));
-  // Structural preparation (fp32 coefficients) is reused across timed calls, as in App. E.
-  auto plan = std::make_shared<kc::OalPlan>(
-      kc::OalPlan::build(kernels->group_of, kernels->L, kernels->eps));
-  auto notice = m.notice;
-  m.prefill = [s, kernels, plan, notice](const at::Tensor& q, const at::Tensor& k,
-                                         const at::Tensor& v) {
-    auto r = attn::oal_prefill_fast(q, k, v, *kernels, s.chunk, nullptr, plan.get());
-    *notice = r.notice;
-    return r.y;
-  };
-  m.decoder = [s, kernels](at::ScalarType, int64_t) -> std::unique_ptr<BenchDecoder> {
-    return std::make_unique<OalDecoder>(s, *kernels);
-  };
+  attn::HdOptions options;
+  options.chunk = s.chunk;
+  // The layer's fp32 plan is built once (cached by the method), as in App. E.
+  attach_method(m, std::make_shared<attn::QuadraticAttention>(bench_kernels(s, groups), options), s,
+                true);
   m.prefill_flops = [s](int64_t n) { return kc::oal_prefill_flops(dims_of(s, n, n), s.chunk); };
   m.decode_flops = [s](int64_t) { return oal_decode_flops(s); };
   m.state_bytes = [s](int64_t, at::ScalarType) {
@@ -230,26 +182,6 @@ BenchMethod quadratic_method(const BenchShape& s, std::string name, int64_t grou
   };
   return m;
 }
-
-// ---- generic AttentionMethod --------------------------------------------------------------
-
-class AttentionDecoder : public BenchDecoder {
- public:
-  AttentionDecoder(std::shared_ptr<const attn::AttentionMethod> m, int64_t batch)
-      : state_(m->new_state(batch)) {}
-  void prime(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) override {
-    at::NoGradGuard ng;
-    state_->extend(q, k, v);
-  }
-  void step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor& y) override {
-    at::NoGradGuard ng;
-    y.copy_(state_->step(q, k, v));
-  }
-  int64_t state_bytes() const override { return state_->state_bytes(); }
-
- private:
-  std::unique_ptr<attn::DecodeState> state_;
-};
 
 // Whole-sequence feature maps dominate a baseline's prefill memory: q and k features
 // [B, Hq + Hkv, N, F] plus about two temporaries of that size. F and its element size
@@ -299,6 +231,20 @@ void ensure_builtins() {
 
 }  // namespace
 
+attn::LayerKernels bench_kernels(const BenchShape& s, int64_t groups) {
+  std::vector<attn::QuadraticKernel> heads;
+  for (int64_t h = 0; h < s.q_heads; ++h) {
+    std::vector<std::vector<int64_t>> g(static_cast<size_t>(groups));
+    for (int64_t r = 0; r < s.dim; ++r) {
+      const int64_t slot = (r * 7 + h * 3) % s.dim;  // a per-head shuffle of the dims
+      const int64_t gi = slot < 2 * (groups - 1) ? 1 + slot / 2 : 0;
+      g[static_cast<size_t>(gi)].push_back(r);
+    }
+    heads.push_back(attn::QuadraticKernel::taylor(g).perturbed(0.05, s.seed + 17 * h));
+  }
+  return attn::LayerKernels::from(heads, at::kFloat);
+}
+
 void register_bench_method(const std::string& name, BenchFactory factory) {
   ensure_builtins();
   if (registry().count(name) == 0) order().push_back(name);
@@ -325,13 +271,8 @@ BenchMethod bench_method_from_attention(std::shared_ptr<const attn::AttentionMet
                                         const BenchShape& shape) {
   BenchMethod m;
   m.name = method->name();
-  m.prefill = [method](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-    at::NoGradGuard ng;
-    return method->forward(q, k, v);
-  };
-  m.decoder = [method, shape](at::ScalarType, int64_t) -> std::unique_ptr<BenchDecoder> {
-    return std::make_unique<AttentionDecoder>(method, shape.batch);
-  };
+  const std::string name = m.name;
+  attach_method(m, std::move(method), shape, name == "softmax" || name == "oal" || name == "global");
   return m;
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "oal/attention/method.h"
+#include "oal/attention/quadratic.h"
 
 namespace oal::eval {
 
@@ -53,11 +54,17 @@ struct BenchMethod {
   // Estimated transient bytes of a prefill of N tokens (empty/0 = small); the runner
   // skips cells whose estimate exceeds its memory budget.
   std::function<int64_t(int64_t n, at::ScalarType dtype)> prefill_bytes;
-  // Set by prefill when it fell back to a reference path (one line), else "".
+  // Set by prefill: the path the entry point took ("kernel (avx512)", "reference (why)"
+  // or "aten" for methods without CPU kernels).
   std::shared_ptr<std::string> notice = std::make_shared<std::string>();
 };
 
 using BenchFactory = std::function<BenchMethod(const BenchShape&)>;
+
+// Kernels of one layer for speed measurements (speed does not depend on fitted values):
+// `groups` groups per query head (group 0 the bulk, the others two dims each, spread
+// over the head), Taylor-initialised and perturbed (seeded) so heads differ. fp32 L.
+attn::LayerKernels bench_kernels(const BenchShape& shape, int64_t groups);
 
 // Adds (or replaces) a named method. Thread-unsafe; call before run_bench.
 void register_bench_method(const std::string& name, BenchFactory factory);

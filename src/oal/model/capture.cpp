@@ -91,7 +91,7 @@ Capture capture(const Transformer& model, const at::Tensor& tokens, const Captur
   const int64_t n = tokens.size(0);
   for (int64_t start = 0; start < n; start += o.batch) {
     const int64_t b = std::min(o.batch, n - start);
-    model.hidden_states(tokens.narrow(0, start, b), &obs);
+    model.observe(tokens.narrow(0, start, b), obs);
     report(o.progress, start + b, n, "sequences");
   }
   Capture c;

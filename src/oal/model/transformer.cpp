@@ -171,6 +171,14 @@ at::Tensor Transformer::hidden_states(const at::Tensor& tokens, ForwardObserver*
   return rms_norm(x, final_norm_, config_.rms_norm_eps);
 }
 
+void Transformer::observe(const at::Tensor& tokens, ForwardObserver& observer) const {
+  int64_t deepest = num_layers() - 1;
+  while (deepest >= 0 && !observer.wants(deepest)) --deepest;
+  if (deepest < 0) return;
+  at::Tensor x = embed(tokens, 0);
+  for (int64_t i = 0; i <= deepest; ++i) x = layer_forward(i, x, 0, nullptr, &observer);
+}
+
 at::Tensor Transformer::forward(const at::Tensor& tokens, ForwardObserver* observer) const {
   return logits(hidden_states(tokens, observer));
 }

@@ -92,6 +92,10 @@ class Transformer {
   // Final-normed hidden states [B, T, hidden] fp32 (forward without the lm_head), so
   // that callers can apply the lm_head to a few positions at a time.
   at::Tensor hidden_states(const at::Tensor& tokens, ForwardObserver* observer = nullptr) const;
+  // Runs tokens [B, T] through layers 0..deepest only, where deepest is the last layer
+  // observer->wants(): capture and analysis need nothing past it (a 24-layer model
+  // captured at layer 4 runs 5 layers). No outputs; everything reaches the observer.
+  void observe(const at::Tensor& tokens, ForwardObserver& observer) const;
   // h [..., hidden] fp32 → logits [..., V] fp32.
   at::Tensor logits(const at::Tensor& h) const { return lm_head_.forward(h); }
 

@@ -1,0 +1,25 @@
+#pragma once
+// The one question every attention entry point asks before it hands tensors to the CPU
+// kernels (src/oal/kernels/cpu): can they take them? The entry points ARE the dispatch
+// points (SoftmaxAttention / SoftmaxKvCache, hd_extend / HdDecodeState): they run the
+// kernel when the answer is "" and their differentiable ATen reference otherwise. The
+// answer never changes a result beyond fp32 rounding, only its speed.
+#include <ATen/ATen.h>
+
+#include <string>
+
+namespace oal::attn {
+
+// Why the kernels cannot take q, k, v ("" when they can), in words a user can act on:
+// a tensor not on the CPU, a dtype other than fp32/bf16, or autograd recording through
+// one of them. Method-specific reasons (OAL's L and state) are added by hd_kernel_blocker.
+std::string kernel_blocker(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
+// Whether autograd is recording through t (grad mode on and t requires grad).
+bool records_grad(const at::Tensor& t);
+
+// What a report prints for an entry point's path: "kernel (avx512)" when `blocker` is
+// empty (with the SIMD target the kernels run), else "reference (<blocker>)".
+std::string kernel_path(const std::string& blocker);
+
+}  // namespace oal::attn

@@ -1,0 +1,112 @@
+#include "oal/eval/bench_measure.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "oal/kernels/cpu/gemm_f32.h"
+#include "oal/kernels/cpu/parallel.h"
+
+namespace oal::eval {
+namespace {
+
+int64_t status_kb(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  const std::string k = std::string(key) + ":";
+  while (std::getline(f, line))
+    if (line.rfind(k, 0) == 0) return std::stoll(line.substr(k.size()));
+  return -1;
+}
+
+// Resets the VmHWM high-water mark to the current RSS; false when the kernel refuses.
+bool reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  if (!f) return false;
+  f << "5";
+  f.flush();
+  return static_cast<bool>(f);
+}
+
+// Median of 5 timed calls of fn after one warm-up, as GFLOP/s for `flops` per call.
+template <typename Fn>
+double rate_of(Fn&& fn, double flops) {
+  fn();
+  std::vector<double> ms;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = BenchClock::now();
+    fn();
+    ms.push_back(ms_since(t0));
+  }
+  return flops / (summarize(ms).median * 1e-3) / 1e9;
+}
+
+}  // namespace
+
+double ms_since(BenchClock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(BenchClock::now() - t0).count();
+}
+
+Timing summarize(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  Timing t;
+  const size_t n = ms.size();
+  t.samples = static_cast<int>(n);
+  if (n == 0) return t;
+  t.median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+  t.min = ms.front();
+  t.max = ms.back();
+  return t;
+}
+
+int64_t mem_available_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("MemAvailable:", 0) == 0) return std::stoll(line.substr(13)) * 1024;
+  return 0;
+}
+
+void MemProbe::start() {
+  reset_ok_ = reset_peak_rss();
+  before_ = status_kb("VmRSS") * 1024;
+}
+
+int64_t MemProbe::peak_bytes() const {
+  const int64_t kb = status_kb("VmHWM");
+  if (kb >= 0) return kb * 1024;
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;
+}
+
+int64_t MemProbe::extra_bytes() const { return std::max<int64_t>(0, peak_bytes() - before_); }
+
+double aten_gemm_rate(at::ScalarType dtype) {
+  const int64_t n = 1024;
+  const at::Tensor a = at::randn({n, n}).to(dtype), b = at::randn({n, n}).to(dtype);
+  return rate_of([&] { at::mm(a, b); }, 2.0 * n * n * n);
+}
+
+double kernel_gemm_rate() {
+  const int64_t n = 1024, rows = 64;
+  const at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
+  at::Tensor c = at::empty({n, n});
+  const float *ap = a.data_ptr<float>(), *bp = b.data_ptr<float>();
+  float* cp = c.data_ptr<float>();
+  return rate_of(
+      [&] {
+        kernels::cpu::parallel_items(n / rows, 0, [&](int64_t, int64_t i) {
+          kernels::cpu::gemm_f32_own(rows, n, n, ap + i * rows * n, n, 1, bp, n,
+                                     cp + i * rows * n, n, false);
+        });
+      },
+      2.0 * n * n * n);
+}
+
+std::string dtype_name(at::ScalarType t) {
+  return t == at::kBFloat16 ? "bf16" : t == at::kFloat ? "fp32" : c10::toString(t);
+}
+
+}  // namespace oal::eval

@@ -1,0 +1,53 @@
+#pragma once
+// What every benchmark in eval/ measures with: wall time, medians, the process's peak
+// memory (/proc), and the machine's GEMM rate for %GEMM columns.
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace oal::eval {
+
+using BenchClock = std::chrono::steady_clock;
+
+// Milliseconds since t0.
+double ms_since(BenchClock::time_point t0);
+
+// Median, min and max of ms (non-empty).
+struct Timing {
+  int samples = 0;
+  double median = 0, min = 0, max = 0;
+};
+Timing summarize(std::vector<double> ms);
+
+// Bytes the kernel reports as available for new allocations (MemAvailable), 0 if unknown.
+int64_t mem_available_bytes();
+
+// Peak resident memory of the process between start() and peak(): VmHWM after resetting
+// it through /proc/self/clear_refs (reset_ok false when the kernel refuses; the peak is
+// then the process lifetime maximum). extra = peak - resident size at start().
+class MemProbe {
+ public:
+  void start();
+  int64_t peak_bytes() const;
+  int64_t extra_bytes() const;
+  bool reset_ok() const { return reset_ok_; }
+
+ private:
+  bool reset_ok_ = false;
+  int64_t before_ = 0;
+};
+
+// fp32 / bf16 1024³ at::mm rate on the current threads, GFLOP/s (median of 5).
+double aten_gemm_rate(at::ScalarType dtype);
+// The same fp32 product through the kernels' own micro-kernel (gemm_f32_own), row blocks
+// of 64 over the threads: where OpenBLAS picks narrower kernels than ours (AVX2 code on
+// an AVX-512 CPU) this is the higher rate.
+double kernel_gemm_rate();
+
+// "bf16", "fp32", else ATen's name.
+std::string dtype_name(at::ScalarType t);
+
+}  // namespace oal::eval
