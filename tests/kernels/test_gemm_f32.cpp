@@ -83,3 +83,18 @@ TEST(GemmF32, PolicyForcesTheBackend) {
   EXPECT_EQ(kc::gemm_choice(448, 64, 2145, 2145, 1), kc::GemmBackend::own);
   kc::set_gemm_policy(saved);
 }
+
+TEST(GemmF32, AutomaticRuleKeepsTheKernelsOnTheOwnMicroKernel) {
+  ASSERT_EQ(kc::gemm_policy(), kc::GemmPolicy::automatic);
+  for (kc::SimdTarget t : kc::available_targets()) {
+    kc::ScopedTarget guard(t);
+    // The kernels' shapes: flash tiles, OAL readout and (transposed-A) update.
+    EXPECT_EQ(kc::gemm_choice(64, 64, 64, 64, 1), kc::GemmBackend::own);
+    EXPECT_EQ(kc::gemm_choice(448, 64, 2145, 2145, 1), kc::GemmBackend::own);
+    EXPECT_EQ(kc::gemm_choice(2145, 64, 64, 1, 2145), kc::GemmBackend::own);
+    // Big products go to whichever backend measured faster for this target.
+    EXPECT_EQ(kc::gemm_choice(1024, 1024, 1024, 1024, 1), kc::big_gemm_backend())
+        << kc::target_name(t);
+  }
+}
+

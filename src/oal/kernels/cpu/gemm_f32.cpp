@@ -27,25 +27,33 @@ void tile(int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
   const DF d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   VF acc[MR][NV];
+  #pragma GCC unroll 8
   for (int m = 0; m < MR; ++m)
+    #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
       float* p = c + m * ldc + L * v;
       acc[m][v] = !load_c ? hn::Zero(d) : v == NV - 1 ? load_n(d, p, last) : hn::LoadU(d, p);
     }
   const float* arow[MR];
+  #pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) arow[m] = a + m * a_rs;
   for (int64_t k = 0; k < K; ++k) {
     VF bv[NV];
     const float* bk = b + k * ldb;
+    #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v)
       bv[v] = v == NV - 1 ? load_n(d, bk + L * v, last) : hn::LoadU(d, bk + L * v);
     const int64_t ko = k * a_cs;
+    #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
       const VF av = hn::Set(d, arow[m][ko]);
+      #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) acc[m][v] = hn::MulAdd(av, bv[v], acc[m][v]);
     }
   }
+  #pragma GCC unroll 8
   for (int m = 0; m < MR; ++m)
+    #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
       float* p = c + m * ldc + L * v;
       if (v == NV - 1)

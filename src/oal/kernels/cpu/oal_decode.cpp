@@ -43,8 +43,11 @@ void pass_block(const Pass& p, int64_t h0, int64_t c0, int64_t last, bool update
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   VF acc[HB][NV];
   VF vv[NV];
+  #pragma GCC unroll 8
   for (int h = 0; h < HB; ++h)
+    #pragma GCC unroll 8
     for (int j = 0; j < NV; ++j) acc[h][j] = hn::Zero(d);
+  #pragma GCC unroll 8
   for (int j = 0; j < NV; ++j)
     vv[j] = j == NV - 1 ? load_n(d, p.v + c0 + L * j, last) : hn::LoadU(d, p.v + c0 + L * j);
   VF dacc = hn::Zero(d);
@@ -52,6 +55,7 @@ void pass_block(const Pass& p, int64_t h0, int64_t c0, int64_t last, bool update
     float* row = p.S + f * p.ld;
     const float* pq = p.phiq_t + f * p.group_pad;
     VF sv[NV];
+    #pragma GCC unroll 8
     for (int j = 0; j < NV; ++j) {
       float* sp = row + c0 + L * j;
       const bool tail = j == NV - 1;
@@ -68,12 +72,16 @@ void pass_block(const Pass& p, int64_t h0, int64_t c0, int64_t last, bool update
       if (update) row[p.dv] += p.phik[f];
       dacc = hn::MulAdd(load_n(d, pq, p.group), hn::Set(d, row[p.dv]), dacc);
     }
+    #pragma GCC unroll 8
     for (int h = 0; h < HB; ++h) {
       const VF a = hn::Set(d, pq[h0 + h]);
+      #pragma GCC unroll 8
       for (int j = 0; j < NV; ++j) acc[h][j] = hn::MulAdd(a, sv[j], acc[h][j]);
     }
   }
+  #pragma GCC unroll 8
   for (int h = 0; h < HB; ++h)
+    #pragma GCC unroll 8
     for (int j = 0; j < NV; ++j) {
       float* out = p.acc + (h0 + h) * (p.dv + 1) + c0 + L * j;
       if (j == NV - 1)
