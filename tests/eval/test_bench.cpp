@@ -70,6 +70,13 @@ TEST(Bench, SmallRunReportsEveryCellWithConsistentSizes) {
     for (const char* key : {"method", "mode", "n", "ms_median", "gflops"})
       EXPECT_TRUE(row.contains(key)) << key;
   EXPECT_TRUE(j.at("gemm_gflops").contains("fp32_kernels"));
+  // The evidence behind the GEMM backend rule: four shapes, both backends measured.
+  ASSERT_EQ(j.at("gemm_backends").size(), 4u);
+  for (const auto& g : j.at("gemm_backends")) {
+    EXPECT_GT(g.at("own").get<double>(), 0.0);
+    EXPECT_GT(g.at("blas").get<double>(), 0.0);
+  }
+  EXPECT_EQ(j.at("gemm_backends")[0].at("chosen"), "own") << "flash tiles stay on the own kernel";
   // CSV: "# " provenance lines, then the header and one line per row.
   const std::string csv = bench_csv(r);
   EXPECT_NE(csv.find("\nmethod,mode,dtype,n,"), std::string::npos);

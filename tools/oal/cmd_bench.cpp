@@ -9,9 +9,12 @@
 #include "oal/core/machine.h"
 #include "oal/core/ranges.h"
 #include "oal/eval/bench.h"
+#include "oal/eval/model_bench.h"
 #include "oal/kernels/cpu/gemm_choice.h"
 #include "oal/kernels/cpu/isa.h"
 #include "oal/io/atomic_file.h"
+#include "oal/model/load.h"
+#include "oal/model/synthetic.h"
 #include "progress_bar.h"
 
 namespace {
@@ -25,7 +28,30 @@ struct BenchArgs {
   int64_t chunk = 64, groups = 5;
   double max_call_seconds = 60;
   bool json = false, quiet = false;
+  // --model: the model-level benchmark (eval/model_bench.h).
+  std::string model, variants = "softmax,oal,hybrid", prefill_lengths = "1024,4096";
+  std::string hybrid_layers = "default";
+  bool keep_dtype = false;
 };
+
+// A synthetic checkpoint with Qwen2.5-0.5B's shapes (494M parameters, bf16; random
+// weights: speed only depends on shapes).
+oal::model::ModelWeights qwen05b_shaped() {
+  oal::model::SyntheticOptions o;
+  o.architecture = oal::model::SyntheticArch::qwen2;
+  o.hidden_size = 896;
+  o.intermediate_size = 4864;
+  o.num_layers = 24;
+  o.num_heads = 14;
+  o.num_kv_heads = 2;
+  o.head_dim = 64;
+  o.vocab_size = 151936;
+  o.max_position_embeddings = 131072;
+  o.rope_theta = 1000000.0;
+  o.tie_word_embeddings = true;
+  o.dtype = at::kBFloat16;
+  return oal::model::make_synthetic_weights(o);
+}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -66,6 +92,40 @@ oal::eval::BenchConfig to_config(const BenchArgs& a) {
   return c;
 }
 
+std::vector<int64_t> parse_lengths(const std::string& list, const char* option) {
+  std::vector<int64_t> out;
+  for (const auto& n : split(list)) {
+    try {
+      out.push_back(std::stoll(n));
+    } catch (const std::exception&) {
+      oal::fail("bench", "{}: '{}' is not an integer", option, n);
+    }
+  }
+  return out;
+}
+
+std::string model_report(const BenchArgs& a, const oal::ProgressFn& progress) {
+  const bool synthetic = a.model == "synthetic:qwen2.5-0.5b";
+  const auto weights = synthetic ? qwen05b_shaped() : oal::model::load_model(a.model);
+  oal::model::Transformer model(weights, {.keep_weight_dtype = a.keep_dtype});
+  oal::eval::ModelBenchConfig c;
+  c.variants = split(a.variants);
+  c.prefill_lengths = parse_lengths(a.prefill_lengths, "--prefill-n");
+  c.decode_contexts = parse_lengths(a.lengths, "--n");
+  c.hybrid_layers = a.hybrid_layers;
+  c.repeats = a.repeats;
+  c.warmup = a.warmup;
+  c.decode_steps = a.decode_steps;
+  c.chunk = a.chunk;
+  c.groups = a.groups;
+  const std::string what = synthetic ? "Qwen2.5-0.5B-shaped synthetic checkpoint (bf16 weights)"
+                                     : a.model;
+  const auto rep = oal::eval::run_model_bench(model, what, c, progress);
+  return a.format == "json"  ? oal::eval::model_bench_json(rep)
+         : a.format == "csv" ? oal::eval::model_bench_csv(rep)
+                             : oal::eval::model_bench_markdown(rep);
+}
+
 void run(BenchArgs a) {
   if (a.json) a.format = "json";
   oal::check(a.format == "md" || a.format == "csv" || a.format == "json", "bench",
@@ -76,6 +136,14 @@ void run(BenchArgs a) {
   if (a.gemm == "own") kc::set_gemm_policy(kc::GemmPolicy::own);
   else if (a.gemm == "blas") kc::set_gemm_policy(kc::GemmPolicy::blas);
   else oal::check(a.gemm.empty() || a.gemm == "auto", "bench", "--gemm: '{}', expected own, blas or auto", a.gemm);
+  if (!a.model.empty()) {
+    oal::cli::ProgressBar bar("bench", !a.quiet);
+    const std::string text = model_report(a, bar.fn());
+    bar.finish();
+    if (!a.out.empty()) oal::io::write_file_atomic(a.out, text);
+    else fmt::print("{}", text);
+    return;
+  }
   const auto cfg = to_config(a);
   oal::cli::ProgressBar bar("bench", !a.quiet);
   const auto rep = oal::eval::run_bench(cfg, bar.fn());
@@ -123,6 +191,21 @@ oal::cli::Registrar reg{
       app.add_option("--out", a->out, "Write the table to this file instead of stdout");
       app.add_option("--out-svg", a->out_svg, "Also write a Fig. 3-style SVG plot here");
       app.add_flag("--quiet", a->quiet, "No progress bar");
+      app.add_option("--model", a->model,
+                     "Benchmark a whole model instead (HF directory, llama2.c .bin, or "
+                     "synthetic:qwen2.5-0.5b): prefill tokens/s and per-token decode latency "
+                     "of the softmax model, all layers OAL and the hybrid; --n sets the "
+                     "decode contexts");
+      app.add_option("--variants", a->variants, "With --model: softmax, oal and/or hybrid")
+          ->capture_default_str();
+      app.add_option("--prefill-n", a->prefill_lengths, "With --model: prompt lengths timed")
+          ->capture_default_str();
+      app.add_option("--hybrid-layers", a->hybrid_layers,
+                     "With --model: converted layers of the hybrid (e.g. 3-20; default: the "
+                     "paper's range rule, model/hybrid.h)")
+          ->capture_default_str();
+      app.add_flag("--keep-dtype", a->keep_dtype,
+                   "With --model: keep bf16 weights as loaded (half the memory, slower GEMMs)");
       return [a] { run(*a); };
     }};
 

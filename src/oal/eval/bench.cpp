@@ -191,6 +191,7 @@ BenchReport run_bench(const BenchConfig& cfg, const ProgressFn& progress) {
   rep.gemm_gflops_fp32 = aten_gemm_rate(at::kFloat);
   rep.gemm_gflops_bf16 = aten_gemm_rate(at::kBFloat16);
   rep.gemm_gflops_kernels = kernel_gemm_rate();
+  rep.gemm_backends = gemm_backend_rates();
   const double gemm_ref = std::max(rep.gemm_gflops_fp32, rep.gemm_gflops_kernels);
   const int64_t modes = (cfg.prefill ? 1 : 0) + (cfg.decode ? 1 : 0);
   const int64_t total = modes * static_cast<int64_t>(cfg.dtypes.size() * cfg.lengths.size() *
@@ -279,6 +280,12 @@ std::string header_lines(const BenchReport& r, const char* prefix) {
 
 std::string bench_markdown(const BenchReport& r) {
   std::string out = header_lines(r, "- ");
+  if (!r.gemm_backends.empty()) {
+    out += "\n### GEMM backends inside the kernels (one thread, GFLOP/s)\n\n";
+    out += "| shape | own micro-kernel | BLAS | chosen |\n|---|---:|---:|---|\n";
+    for (const auto& g : r.gemm_backends)
+      out += fmt::format("| {} | {:.1f} | {:.1f} | {} |\n", g.shape, g.own, g.blas, g.chosen);
+  }
   for (const char* mode : {"prefill", "decode"}) {
     bool any = false;
     for (const auto& row : r.rows) any = any || row.mode == mode;
@@ -331,6 +338,10 @@ std::string bench_json(const BenchReport& r) {
   j["gemm_gflops"] = {{"fp32", r.gemm_gflops_fp32},
                       {"bf16", r.gemm_gflops_bf16},
                       {"fp32_kernels", r.gemm_gflops_kernels}};
+  j["gemm_backends"] = nlohmann::json::array();
+  for (const auto& g : r.gemm_backends)
+    j["gemm_backends"].push_back(
+        {{"shape", g.shape}, {"own", g.own}, {"blas", g.blas}, {"chosen", g.chosen}});
   const auto& s = r.config.shape;
   j["config"] = {{"batch", s.batch},           {"q_heads", s.q_heads},
                  {"kv_heads", s.kv_heads},     {"dim", s.dim},

@@ -25,6 +25,7 @@
 
 #include "oal/core/machine.h"
 #include "oal/core/progress.h"
+#include "oal/eval/bench_measure.h"
 #include "oal/eval/bench_methods.h"
 
 namespace oal::eval {
@@ -61,6 +62,7 @@ struct BenchReport {
   std::string isa;                 // kernels' instruction set
   double gemm_gflops_fp32 = 0, gemm_gflops_bf16 = 0;  // at::mm
   double gemm_gflops_kernels = 0;                      // kernels::cpu::gemm_f32, fp32
+  std::vector<GemmShapeRate> gemm_backends;  // own vs BLAS on the kernels' shapes
   bool memory_reset_ok = true;     // false: peak memory is the process lifetime maximum
   BenchConfig config;
   std::vector<BenchRow> rows;

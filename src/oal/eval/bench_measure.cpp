@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <fstream>
 
+#include "oal/core/blas_threads.h"
+#include "oal/kernels/cpu/gemm_choice.h"
 #include "oal/kernels/cpu/gemm_f32.h"
 #include "oal/kernels/cpu/parallel.h"
 
@@ -103,6 +105,39 @@ double kernel_gemm_rate() {
         });
       },
       2.0 * n * n * n);
+}
+
+std::vector<GemmShapeRate> gemm_backend_rates() {
+  namespace kc = kernels::cpu;
+  struct Shape {
+    const char* name;
+    int64_t M, N, K;
+    bool trans_a;
+  };
+  const Shape shapes[] = {{"flash tile 64x64x64", 64, 64, 64, false},
+                          {"OAL readout 448x64x2145", 448, 64, 2145, false},
+                          {"OAL update 2145x64x64 (A transposed)", 2145, 64, 64, true},
+                          {"square 1024x1024x1024", 1024, 1024, 1024, false}};
+  ScopedSingleThreadBlas one_thread;  // as inside the kernels' work items
+  std::vector<GemmShapeRate> out;
+  for (const Shape& sh : shapes) {
+    const at::Tensor a = at::randn({sh.M * sh.K}), b = at::randn({sh.K * sh.N});
+    at::Tensor c = at::zeros({sh.M * sh.N});
+    const int64_t a_rs = sh.trans_a ? 1 : sh.K, a_cs = sh.trans_a ? sh.M : 1;
+    const double flops = 2.0 * sh.M * sh.N * sh.K;
+    auto with = [&](auto gemm) {
+      return rate_of([&] { gemm(sh.M, sh.N, sh.K, a.data_ptr<float>(), a_rs, a_cs,
+                                b.data_ptr<float>(), sh.N, c.data_ptr<float>(), sh.N, false); },
+                     flops);
+    };
+    GemmShapeRate r;
+    r.shape = sh.name;
+    r.own = with(&kc::gemm_f32_own);
+    if (kc::blas_available()) r.blas = with(&kc::gemm_f32_blas);
+    r.chosen = kc::gemm_backend_name(kc::gemm_choice(sh.M, sh.N, sh.K, a_rs, a_cs));
+    out.push_back(r);
+  }
+  return out;
 }
 
 std::string dtype_name(at::ScalarType t) {

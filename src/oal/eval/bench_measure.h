@@ -47,6 +47,17 @@ double aten_gemm_rate(at::ScalarType dtype);
 // an AVX-512 CPU) this is the higher rate.
 double kernel_gemm_rate();
 
+// One GEMM shape the attention kernels issue, timed single-threaded with the kernels' own
+// micro-kernel and with BLAS (GFLOP/s; blas 0 when BLAS is not loaded): the evidence
+// behind gemm_choice()'s rule, measured on the machine at hand.
+struct GemmShapeRate {
+  std::string shape;
+  double own = 0, blas = 0;
+  std::string chosen;  // what gemm_choice() picks for it now
+};
+// Flash tile 64x64x64, OAL readout 448x64x2145, OAL update 2145x64x64 (Aᵀ) and 1024³.
+std::vector<GemmShapeRate> gemm_backend_rates();
+
 // "bf16", "fp32", else ATen's name.
 std::string dtype_name(at::ScalarType t);
 

@@ -24,7 +24,9 @@ struct Linear {
   int64_t in_features() const { return weight.size(1); }
   int64_t out_features() const { return weight.size(0); }
   // x [..., in] fp32 -> [..., out] fp32 (one GEMM; a narrow weight is widened to fp32
-  // first, which is exact for bf16/fp16).
+  // first, which is exact for bf16/fp16). Without autograd on CPU this runs the
+  // projection kernel (kernels/cpu/linear_f32.h: own micro-kernel or BLAS, whichever
+  // measured faster here); otherwise at::linear, which is differentiable.
   at::Tensor forward(const at::Tensor& x) const;
 };
 
