@@ -8,7 +8,7 @@
 #include "oal/core/blas_threads.h"
 #include "oal/kernels/cpu/gemm_choice.h"
 #include "oal/kernels/cpu/gemm_f32.h"
-#include "oal/kernels/cpu/parallel.h"
+#include "oal/kernels/cpu/linear_f32.h"
 
 namespace oal::eval {
 namespace {
@@ -92,19 +92,19 @@ double aten_gemm_rate(at::ScalarType dtype) {
 }
 
 double kernel_gemm_rate() {
-  const int64_t n = 1024, rows = 64;
+  namespace kc = kernels::cpu;
+  const int64_t n = 1024;
   const at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
   at::Tensor c = at::empty({n, n});
-  const float *ap = a.data_ptr<float>(), *bp = b.data_ptr<float>();
-  float* cp = c.data_ptr<float>();
-  return rate_of(
+  const kc::GemmPolicy saved = kc::set_gemm_policy(kc::GemmPolicy::own);
+  const double rate = rate_of(
       [&] {
-        kernels::cpu::parallel_items(n / rows, 0, [&](int64_t, int64_t i) {
-          kernels::cpu::gemm_f32_own(rows, n, n, ap + i * rows * n, n, 1, bp, n,
-                                     cp + i * rows * n, n, false);
-        });
+        kc::linear_f32(n, n, n, a.data_ptr<float>(), b.data_ptr<float>(), nullptr,
+                       c.data_ptr<float>());
       },
       2.0 * n * n * n);
+  kc::set_gemm_policy(saved);
+  return rate;
 }
 
 std::vector<GemmShapeRate> gemm_backend_rates() {

@@ -42,9 +42,9 @@ class MemProbe {
 
 // fp32 / bf16 1024³ at::mm rate on the current threads, GFLOP/s (median of 5).
 double aten_gemm_rate(at::ScalarType dtype);
-// The same fp32 product through the kernels' own micro-kernel (gemm_f32_own), row blocks
-// of 64 over the threads: where OpenBLAS picks narrower kernels than ours (AVX2 code on
-// an AVX-512 CPU) this is the higher rate.
+// The same fp32 product through the kernels' own micro-kernel on packed panels over the
+// threads (linear_f32 with the own backend): where OpenBLAS picks narrower kernels than
+// the CPU has, this is the higher rate.
 double kernel_gemm_rate();
 
 // One GEMM shape the attention kernels issue, timed single-threaded with the kernels' own

@@ -72,8 +72,10 @@ void linear_own(int64_t M, int64_t N, int64_t K, const float* x, const float* w,
       for (int64_t j = 0; j < pw; ++j) yb[m * N + j] = bias != nullptr ? bias[n0 + j] : 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += k_panel_k) {
       const int64_t kc = std::min(k_panel_k, K - k0);
-      for (int64_t j = 0; j < pw; ++j)  // bp[k, j] = w[n0 + j, k0 + k]
-        for (int64_t k = 0; k < kc; ++k) bp[k * pw + j] = w[(n0 + j) * K + k0 + k];
+      // bp[k, j] = w[n0 + j, k0 + k], written in order: each of the pw source lines is
+      // fetched once and serves 16 consecutive k from L1.
+      for (int64_t k = 0; k < kc; ++k)
+        for (int64_t j = 0; j < pw; ++j) bp[k * pw + j] = w[(n0 + j) * K + k0 + k];
       gemm_f32_own(mb, pw, kc, x + m0 * K + k0, K, 1, bp.data(), pw, yb, N, true);
     }
   });
