@@ -11,18 +11,13 @@
 #include "oal/kernels/cpu/gemm_choice.h"
 #include "oal/kernels/cpu/gemm_f32.h"
 #include "oal/kernels/cpu/isa.h"
+#include "random_data.h"
 
 namespace kc = oal::kernels::cpu;
 
 namespace {
 
-std::vector<float> uniform(size_t n, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> x(n);
-  for (auto& e : x) e = u(g);
-  return x;
-}
+using oal::test::uniform;
 
 using GemmFn = void (*)(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*,
                        int64_t, float*, int64_t, bool);

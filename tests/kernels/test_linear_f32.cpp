@@ -10,19 +10,14 @@
 #include "oal/core/error.h"
 #include "oal/kernels/cpu/gemm_choice.h"
 #include "oal/kernels/cpu/isa.h"
+#include "random_data.h"
 #include "oal/kernels/cpu/linear_f32.h"
 
 namespace kc = oal::kernels::cpu;
 
 namespace {
 
-std::vector<float> uniform(size_t n, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> x(n);
-  for (auto& e : x) e = u(g);
-  return x;
-}
+using oal::test::uniform;
 
 void check_case(int64_t M, int64_t N, int64_t K, bool with_bias, const std::string& what) {
   const auto x = uniform(M * K, 1), w = uniform(N * K, 2), b = uniform(N, 3);

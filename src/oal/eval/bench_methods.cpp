@@ -150,6 +150,7 @@ class TorchDecoder : public BenchDecoder {
 
 BenchMethod softmax_torch(const BenchShape& s) {
   BenchMethod m = softmax_common(s, "softmax-torch");
+  *m.notice = "aten";  // plain ATen ops, no dispatch
   m.prefill = [s](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
     return torch_softmax_prefill(q, k, v, scale_of(s));
   };

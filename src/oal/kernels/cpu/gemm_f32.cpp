@@ -152,10 +152,18 @@ void gemm_f32_own(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs,
   HWY_DYNAMIC_DISPATCH(gemm_own)(M, N, K, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
 }
 
+void blas_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* a,
+                int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  check(blas_available(), "gemm_f32", "cblas_sgemm is not loaded in this process");
+  // CblasRowMajor = 101, CblasNoTrans = 111, CblasTrans = 112.
+  sgemm()(101, trans_a ? 112 : 111, trans_b ? 112 : 111, static_cast<int>(M),
+          static_cast<int>(N), static_cast<int>(K), 1.0f, a, static_cast<int>(lda), b,
+          static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+
 void gemm_f32_blas(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs,
                    int64_t a_cs, const float* b, int64_t ldb, float* c, int64_t ldc,
                    bool accumulate) {
-  check(blas_available(), "gemm_f32", "cblas_sgemm is not loaded in this process");
   check(a_cs == 1 || a_rs == 1, "gemm_f32", "BLAS needs A with a unit stride, got ({}, {})",
         a_rs, a_cs);
   if (M <= 0 || N <= 0) return;
@@ -165,10 +173,8 @@ void gemm_f32_blas(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs
     return;
   }
   const bool trans = a_cs != 1;  // A row-major with lda = a_rs, or Aᵀ row-major with lda = a_cs
-  const int64_t lda = trans ? a_cs : a_rs;
-  sgemm()(101, trans ? 112 : 111, 111, static_cast<int>(M), static_cast<int>(N),
-          static_cast<int>(K), 1.0f, a, static_cast<int>(std::max<int64_t>(lda, trans ? M : K)),
-          b, static_cast<int>(ldb), accumulate ? 1.0f : 0.0f, c, static_cast<int>(ldc));
+  const int64_t lda = std::max<int64_t>(trans ? a_cs : a_rs, trans ? M : K);
+  blas_sgemm(trans, false, M, N, K, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
 }
 
 void gemm_f32(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs,

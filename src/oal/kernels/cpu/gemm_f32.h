@@ -26,6 +26,10 @@ void gemm_f32_blas(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs
                    bool accumulate);
 // Whether cblas_sgemm is in the process (looked up at run time, no link dependency).
 bool blas_available();
+// cblas_sgemm, row-major: C[M, N] = op(A) op(B) + beta C with op = transpose when the
+// flag is set (lda/ldb/ldc as in CBLAS). Throws oal::Error("gemm_f32") without BLAS.
+void blas_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* a,
+                int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 // The plain triple loop (fp32 accumulate in k order): the tests' reference.
 void gemm_f32_scalar(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs,

@@ -36,7 +36,6 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include <algorithm>
-#include <dlfcn.h>
 #include <vector>
 
 #include "oal/core/error.h"
@@ -81,16 +80,9 @@ void linear_own(int64_t M, int64_t N, int64_t K, const float* x, const float* w,
   });
 }
 
-using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*,
-                         int, float, float*, int);
-
 void linear_blas(int64_t M, int64_t N, int64_t K, const float* x, const float* w,
                  const float* bias, float* y) {
-  static const auto sgemm = reinterpret_cast<SgemmFn>(dlsym(RTLD_DEFAULT, "cblas_sgemm"));
-  check(sgemm != nullptr, "linear_f32", "cblas_sgemm is not loaded in this process");
-  // Row-major (101), x not transposed (111), w transposed (112).
-  sgemm(101, 111, 112, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0f, x,
-        static_cast<int>(K), w, static_cast<int>(K), 0.0f, y, static_cast<int>(N));
+  blas_sgemm(false, true, M, N, K, x, K, w, K, 0.0f, y, N);  // y = x wᵀ
   if (bias != nullptr)
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) y[m * N + n] += bias[n];
