@@ -1,7 +1,6 @@
 // HF byte-level BPE against the reference ids in ../shared/data/tokenizer-references.json.
 #include <gtest/gtest.h>
 
-#include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -57,13 +56,11 @@ TEST(HfBpeTokenizer, Llama3References) {
   check_references("llama3-tokenizer", "llama3");
 }
 
-TEST(HfBpeTokenizer, QwenLoadsQuicklyWithExpectedVocabulary) {
+TEST(HfBpeTokenizer, QwenLoadsWithExpectedVocabulary) {
   OAL_REQUIRE_SHARED_FILE("qwen-tokenizer/tokenizer.json");
-  // CPU time, not wall time: other jobs on a shared 2-core machine inflate wall time.
-  // ~0.7 s of CPU here; the bound leaves room for slower machines.
-  const std::clock_t t0 = std::clock();
+  // (Loading takes ~0.7 s of CPU here. Speed is not asserted: a timed bound flaked under
+  // the sanitizers; unit tests hold no timed bounds.)
   const auto tok = load_tokenizer(oal::test::shared_file("qwen-tokenizer/tokenizer.json"));
-  EXPECT_LT(static_cast<double>(std::clock() - t0) / CLOCKS_PER_SEC, 3.0);
   EXPECT_EQ(tok->kind(), "hf-bpe");
   // 151,643 BPE tokens + 26 added tokens with consecutive ids.
   EXPECT_EQ(tok->vocab_size(), 151669);

@@ -1,7 +1,6 @@
 // llama2.c tokenizer against the real tok512.bin and the shared data README.
 #include <gtest/gtest.h>
 
-#include <ctime>
 #include <cstring>
 
 #include "common/shared_data.h"
@@ -103,12 +102,10 @@ TEST(Llama2cTokenizer, WholeTinyStoriesFileTokenCount) {
   OAL_REQUIRE_SHARED_FILE("tok512.bin");
   const auto tok = load_tok512();
   const std::string text = read_text_file(oal::test::shared_file("tinystories-dev.txt"));
-  const std::clock_t t0 = std::clock();  // CPU time: robust to other jobs on the machine
+  // (~0.15 s of CPU here; an O(n^2) rescan would take minutes and time the test out.
+  // Speed is not asserted: unit tests hold no timed bounds.)
   const auto ids = tok->encode(text, false);
-  const double seconds = static_cast<double>(std::clock() - t0) / CLOCKS_PER_SEC;
   EXPECT_EQ(ids.size(), 234251u);
-  // ~0.15 s of CPU here; an O(n^2) rescan would take minutes.
-  EXPECT_LT(seconds, 3.0) << "encoding 475 KB should be fast (heap merge, not rescans)";
   EXPECT_EQ(tok->decode(ids), text);
 }
 

@@ -53,8 +53,8 @@
 
 namespace oal::attn {
 
-// Df = 1 + d + d(d+1)/2 (2145 for d = 64).
-inline int64_t hd_feature_dim(int64_t d) { return 1 + d + d * (d + 1) / 2; }
+// Df = 1 + d + d(d+1)/2 (2145 for d = 64): the kernels' feature size, one definition.
+inline int64_t hd_feature_dim(int64_t d) { return kernels::cpu::oal_feature_dim(d); }
 
 // The recurrent state of one layer for a batch (layout above).
 struct HdState {
