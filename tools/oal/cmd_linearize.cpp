@@ -58,6 +58,7 @@ void run(const LinearizeArgs& a) {
     oal::cli::ProgressBar bar("analyze", !a.quiet);
     oa::AnalyzeOptions ao;
     ao.layers = layers;
+    ao.chi = a.grouping.chi;
     ao.progress = bar.fn();
     analysis = oa::analyze_model(model, prompts, ao);
   }
@@ -72,7 +73,10 @@ void run(const LinearizeArgs& a) {
   oal::attn::ModelKernels groups;
   groups.head_dim = analysis.head_dim;
   for (const auto& l : grouped) groups.layers[l.layer] = oa::taylor_kernels(l);
-  groups.meta = {{"source", "oal linearize"}, {"model", a.model}};
+  groups.meta = {{"source", "oal linearize"},
+                 {"model", a.model},
+                 {"grouping", oa::groups_summary_json(grouped, a.grouping, 0)}};
+  groups.meta["grouping"].erase("layers");
   oal::attn::write_kernels(dir / "groups.json", groups);
   // 3. Calibration.
   oal::calib::ModelCalibrationOptions co;
@@ -98,6 +102,7 @@ void run(const LinearizeArgs& a) {
   }
   nlohmann::json j = oal::eval::fidelity_json(fid);
   j["model"] = a.model;
+  j["chi_statistic"] = oa::chi_statistic_name(a.grouping.chi);
   j["text"] = a.text;
   j["ctx"] = a.ctx;
   oal::io::write_file_atomic(dir / "fidelity.json", j.dump(2) + "\n");
@@ -105,7 +110,8 @@ void run(const LinearizeArgs& a) {
     fmt::print("{}\n", j.dump(2));
     return;
   }
-  fmt::print("{}", oa::groups_summary_table(grouped));
+  fmt::print("contribution statistic: {}\n{}", oa::chi_statistic_name(a.grouping.chi),
+             oa::groups_summary_table(grouped));
   fmt::print("\nFrozen-attention fidelity: {} sequences x {} tokens\n{}", fid.sequences,
              fid.tokens_per_sequence, oal::eval::fidelity_table(fid));
   fmt::print("wrote {} (analysis.json, groups.json, calibration.json, kernels-*.json, "
