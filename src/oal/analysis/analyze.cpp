@@ -215,6 +215,22 @@ PromptSet make_prompt_set(const std::vector<std::string>& paragraphs,
   return set;
 }
 
+std::vector<std::string> paragraphs_after_tokens(const std::vector<std::string>& paragraphs,
+                                                 const text::Tokenizer& tokenizer,
+                                                 int64_t stream_tokens) {
+  check(stream_tokens >= 0, k_op, "stream tokens {}: expected >= 0", stream_tokens);
+  size_t first = 0;
+  for (int64_t covered = 0; first < paragraphs.size() && covered < stream_tokens; ++first)
+    covered += static_cast<int64_t>(tokenizer.encode(paragraphs[first], false).size());
+  if (stream_tokens > 0) ++first;  // margin: the paragraph that may straddle the boundary
+  check(first < paragraphs.size(), k_op,
+        "the text's {} paragraphs all lie within the first {} tokens (the fitting and "
+        "evaluation blocks); expected grouping prompts after them: use a longer text or a "
+        "separate prompt file",
+        paragraphs.size(), stream_tokens);
+  return {paragraphs.begin() + static_cast<std::ptrdiff_t>(first), paragraphs.end()};
+}
+
 AnalysisResult analyze_model(const model::Transformer& model, const PromptSet& prompts,
                              const AnalyzeOptions& o) {
   const model::ModelConfig& cfg = model.config();

@@ -48,6 +48,17 @@ struct PromptOptions {
 PromptSet make_prompt_set(const std::vector<std::string>& paragraphs,
                           const text::Tokenizer& tokenizer, const PromptOptions& options);
 
+// Grouping prompts disjoint from the fitting and evaluation blocks (paper: a separate
+// prompt set). When prompts and blocks come from one text, the blocks are the first
+// `stream_tokens` tokens of its stream; this returns the paragraphs that start after
+// them. Each paragraph is counted as its own encoding (no BOS) — which lacks the blank-line
+// separators the stream has, so the count runs behind the stream position and the cut
+// is conservative — and one more paragraph is skipped as a margin. Throws
+// oal::Error("[analyze] ...") when no paragraph is left.
+std::vector<std::string> paragraphs_after_tokens(const std::vector<std::string>& paragraphs,
+                                                 const text::Tokenizer& tokenizer,
+                                                 int64_t stream_tokens);
+
 struct AnalyzeOptions {
   std::vector<int64_t> layers;  // layers to analyse (empty: all)
   int64_t top_k = 5;            // k of the top-k statistics (clamped to d)
