@@ -35,6 +35,8 @@ oa::AnalysisResult tiny_result() {
     oa::HeadAnalysis x;
     x.head = h;
     x.chi_per_prompt = {{0.1, 0.2, 0.1, 3.0}, {0.1, 0.1, 0.2, 4.0}, {0.2, 0.1, 0.1, 5.0}};
+    // All contributions positive: the per-prompt magnitudes are the same rows.
+    x.magnitude_per_prompt = x.chi_per_prompt;
     x.chi = {0.4 / 3, 0.4 / 3, 0.4 / 3, 4.0};
     x.magnitude = {0.2, 0.2, 0.2, 4.0};
     x.order = {0, 1, 2, 3};
@@ -64,6 +66,8 @@ TEST(AnalysisJson, RoundTripKeepsEveryField) {
   ASSERT_EQ(back.layers.size(), 1u);
   const auto& h = back.layer(1).heads[1];
   EXPECT_EQ(h.chi_per_prompt, r.layers[0].heads[1].chi_per_prompt);
+  EXPECT_EQ(h.magnitude_per_prompt, r.layers[0].heads[1].magnitude_per_prompt);
+  EXPECT_EQ(back.chi, oa::ChiStatistic::mean_abs);
   EXPECT_EQ(h.chi, r.layers[0].heads[1].chi);
   EXPECT_EQ(h.chi_heldout, r.layers[0].heads[1].chi_heldout);
   EXPECT_EQ(h.prefix.size(), 2u);

@@ -170,3 +170,33 @@ TEST(AnalyzeModel, Stories260KEndToEndGivesEveryHeadAtLeastGMinGroups) {
     EXPECT_EQ(l.activation.max_abs.size(), 64u);
   }
 }
+
+TEST(AnalyzeModel, GroupingPromptsStartAfterTheFittingAndEvaluationBlocks) {
+  // The paper's default split uses blocks 0..25 of 256 tokens; the prompts must come from
+  // text the blocks never cover: the first kept paragraph is absent from the decoded
+  // blocks and present in the rest of the stream.
+  const auto tok_path = OAL_REQUIRE_SHARED_FILE("tok512.bin");
+  const auto text_path = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
+  auto tok = oal::text::load_tokenizer(tok_path);
+  const std::string text = oal::text::read_text_file(text_path);
+  const auto paragraphs = oal::text::split_paragraphs(text);
+  const std::vector<int32_t> stream = tok->encode(text, false);
+  const int64_t covered = 26 * 256;
+  const auto kept = oa::paragraphs_after_tokens(paragraphs, *tok, covered);
+  ASSERT_LT(kept.size(), paragraphs.size());
+  ASSERT_GE(kept.size(), 60u);
+  EXPECT_EQ(kept.back(), paragraphs.back());  // a suffix of the paragraphs
+  const std::string blocks = tok->decode({stream.begin(), stream.begin() + covered});
+  const std::string rest = tok->decode({stream.begin() + covered, stream.end()});
+  const std::string& first = kept.front();  // whole paragraph: openings repeat in TinyStories
+  EXPECT_EQ(blocks.find(first), std::string::npos) << first;
+  EXPECT_NE(rest.find(first), std::string::npos) << first;
+  // The paragraph before it is the margin; nothing is skipped without blocks.
+  EXPECT_EQ(oa::paragraphs_after_tokens(paragraphs, *tok, 0).size(), paragraphs.size());
+  try {
+    oa::paragraphs_after_tokens(paragraphs, *tok, static_cast<int64_t>(stream.size()) * 2);
+    FAIL() << "expected a no-paragraph-left error";
+  } catch (const oal::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("separate prompt file"), std::string::npos) << e.what();
+  }
+}

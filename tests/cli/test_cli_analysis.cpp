@@ -84,6 +84,19 @@ TEST(CliAnalysis, Stories260KAnalyzeThenGroup) {
                       dir);
   ASSERT_EQ(gb.status, 0) << gb.err;
   EXPECT_EQ(nlohmann::json::parse(gb.out)["layers"][0]["heads"][0]["group_count"], 3);
+  // The statistic is recorded: analyze's default and group's --chi.
+  EXPECT_EQ(nlohmann::json::parse(read_all(out / "analysis.json"))["chi_statistic"], "mean-abs");
+  EXPECT_EQ(k.meta["grouping"]["chi_statistic"], "mean-abs");
+  Result gs = run_oal("group --analysis '" + (out / "analysis.json").string() + "' --out '" +
+                          (dir / "ks.json").string() + "' --bootstrap 50 --chi signed --quiet",
+                      dir);
+  ASSERT_EQ(gs.status, 0) << gs.err;
+  EXPECT_EQ(oal::attn::read_kernels(dir / "ks.json").meta["grouping"]["chi_statistic"], "signed");
+  Result gbad = run_oal("group --analysis '" + (out / "analysis.json").string() + "' --out '" +
+                            (dir / "kx.json").string() + "' --chi absolute --quiet",
+                        dir);
+  EXPECT_NE(gbad.status, 0);
+  EXPECT_FALSE(fs::exists(dir / "kx.json"));
   fs::remove_all(dir);
 }
 

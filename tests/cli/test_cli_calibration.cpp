@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/shared_data.h"
+#include "oal/attention/kernel_json.h"
 
 namespace fs = std::filesystem;
 
@@ -67,6 +68,13 @@ TEST(CliCalibration, LinearizeStories260KReportsSevenRows) {
     }
   }
   EXPECT_EQ(j["methods"]["oal"]["layers"].size(), 5u);
+  // Issue 12 defaults: mean-abs grouping on prompts after blocks 0..25 (26 × 256 tokens).
+  EXPECT_EQ(j["chi_statistic"], "mean-abs");
+  EXPECT_NE(j["grouping_prompts"].get<std::string>().find("after the first 6656 tokens"),
+            std::string::npos)
+      << j["grouping_prompts"];
+  EXPECT_EQ(oal::attn::read_kernels(run / "groups.json").meta["grouping"]["chi_statistic"],
+            "mean-abs");
   for (const char* f : {"analysis.json", "groups.json", "calibration.json", "kernels-oal.json",
                         "kernels-global.json", "baselines.safetensors", "fidelity.json"})
     EXPECT_TRUE(fs::exists(run / f)) << f;

@@ -88,6 +88,28 @@ TEST(Diagnose, SameSeedSameNumbersWhateverTheThreadCount) {
   }
 }
 
+TEST(Diagnose, GaussianControlIsGroupedOnItsOwnCalibrationShapedPrompts) {
+  // The control's groups come from gaussian_prompts fresh N(0, 1) prompts (here 6 of 20
+  // tokens, not the evaluation shape 2 x 48), grouped with --chi; its ratio is a number.
+  const auto layer = planted_layer({{2, 3, 4, 5, 6, 7}, {0, 1}});
+  DiagnoseOptions o = taylor_options(0);
+  o.gaussian = true;
+  o.gaussian_prompts = 6;
+  o.gaussian_prompt_len = 20;
+  o.grouping.bootstrap = 50;
+  const DiagnoseResult r = diagnose({layer}, o);
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_TRUE(std::isfinite(r.rows[0].gaussian));
+  EXPECT_GE(r.rows[0].gaussian, 0.0);
+  o.gaussian_prompts = 1;  // the grouping's bootstrap needs two prompts
+  try {
+    diagnose({layer}, o);
+    FAIL() << "expected a too-few-Gaussian-prompts error";
+  } catch (const oal::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected at least 2"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Diagnose, BadInputIsAnError) {
   auto layer = planted_layer({{2, 3, 4, 5, 6, 7}, {0, 1}});
   DiagnoseOptions o = taylor_options(0);

@@ -8,6 +8,7 @@
 #include "common/temp_dir.h"
 #include "oal/attention/oal_method.h"
 #include "oal/attention/quadratic.h"
+#include "oal/attention/taylorshift.h"
 #include "oal/calib/run_dir.h"
 #include "oal/core/error.h"
 #include "oal/model/fingerprint.h"
@@ -30,6 +31,30 @@ void write_oal_run(const std::filesystem::path& dir, const model::ModelWeights& 
                                         attn::QuadraticAttention::from_kernels(heads, {}, false))}}});
   calib::CalibrationOptions opts;
   opts.methods = {"oal"};
+  calib::RunInfo info;
+  info.model = "tiny";
+  info.fingerprint = model::model_fingerprint(weights);
+  calib::write_run(dir, res, opts, info);
+}
+
+// A run of `weights` for layer 1 holding OAL (groups {0..5}, {6, 7}; 3 + s + s²/2)
+// and TaylorShift calibrated to tau = 2.5 on every head.
+void write_two_method_run(const std::filesystem::path& dir, const model::ModelWeights& weights) {
+  const auto& c = weights.config;
+  std::vector<attn::QuadraticKernel> heads;
+  for (int64_t h = 0; h < c.num_heads; ++h) {
+    heads.push_back(attn::QuadraticKernel::global({{0, 1, 2, 3, 4, 5}, {6, 7}}, 3.0, 1.0, 0.5));
+  }
+  calib::CalibrationResult res;
+  res.oal.head_dim = c.head_dim;
+  res.oal.layers[1] = heads;
+  auto ts = std::make_shared<attn::TaylorShiftAttention>(
+      at::full({c.num_heads}, 2.5, at::kFloat), c.num_kv_heads, c.head_dim);
+  res.layers.push_back({1, {{"oal", std::make_shared<attn::QuadraticAttention>(
+                                        attn::QuadraticAttention::from_kernels(heads, {}, false))},
+                            {"taylorshift", ts}}});
+  calib::CalibrationOptions opts;
+  opts.methods = {"oal", "taylorshift"};
   calib::RunInfo info;
   info.model = "tiny";
   info.fingerprint = model::model_fingerprint(weights);
@@ -86,6 +111,43 @@ TEST(ConvertChecks, CalibrationRunOfAnotherModelIsRejected) {
   const std::string method =
       error_of([&] { methods_from_calibration(dir, a, "performer", {1}, false); });
   EXPECT_NE(method.find("no 'performer'"), std::string::npos) << method;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(KernelInit, BaselinesStartFromInitialValuesOalAndGlobalFromCalibration) {
+  for (const char* m : {"taylorshift", "performer", "dijiang", "spectraformer"}) {
+    EXPECT_FALSE(starts_from_calibration(m, KernelInit::initial)) << m;
+    EXPECT_TRUE(starts_from_calibration(m, KernelInit::calibrated)) << m;
+  }
+  for (const char* m : {"oal", "global"}) {
+    EXPECT_TRUE(starts_from_calibration(m, KernelInit::initial)) << m;
+    EXPECT_TRUE(starts_from_calibration(m, KernelInit::calibrated)) << m;
+  }
+  EXPECT_EQ(parse_kernel_init("initial"), KernelInit::initial);
+  EXPECT_EQ(parse_kernel_init("calibrated"), KernelInit::calibrated);
+  EXPECT_NE(error_of([] { parse_kernel_init("fitted"); }).find("expected initial or calibrated"),
+            std::string::npos);
+}
+
+TEST(KernelInit, MethodsFromCalibrationFollowTheRule) {
+  const auto dir = test::make_temp_dir("convert_init");
+  const auto w = test::tiny_weights(1);
+  write_two_method_run(dir, w);
+  auto tau_of = [&](KernelInit init) {
+    auto m = methods_from_calibration(dir, w, "taylorshift", {1}, true, init).at(1);
+    auto* ts = dynamic_cast<attn::TaylorShiftAttention*>(m.get());
+    EXPECT_NE(ts, nullptr);
+    EXPECT_TRUE(ts->tau().requires_grad());
+    return ts->tau().to(at::kDouble);
+  };
+  EXPECT_TRUE(at::allclose(tau_of(KernelInit::initial), at::ones({w.config.num_heads}, at::kDouble)));
+  EXPECT_TRUE(at::allclose(tau_of(KernelInit::calibrated),
+                           at::full({w.config.num_heads}, 2.5, at::kDouble)));
+  // OAL keeps its calibration (a = 3, not Taylor's 1) under the default `initial`.
+  auto m = methods_from_calibration(dir, w, "oal", {1}, false, KernelInit::initial).at(1);
+  auto* q = dynamic_cast<attn::QuadraticAttention*>(m.get());
+  ASSERT_NE(q, nullptr);
+  EXPECT_NEAR(q->to_kernels()[0].coefficients().a, 3.0, 1e-12);
   std::filesystem::remove_all(dir);
 }
 

@@ -11,15 +11,30 @@ namespace {
 
 using namespace oal;
 
-TEST(Hybrid, DefaultRangeKeepsThreeLayersEachEndOrOneForShallowModels) {
-  EXPECT_EQ(model::default_converted_layers(24), (std::vector<int64_t>{3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
-                                                                       13, 14, 15, 16, 17, 18, 19, 20}));
-  EXPECT_EQ(model::default_converted_layers(7), (std::vector<int64_t>{3}));
-  EXPECT_EQ(model::default_converted_layers(5), (std::vector<int64_t>{1, 2, 3}));  // stories260K
-  EXPECT_EQ(model::default_converted_layers(3), (std::vector<int64_t>{1}));
+// The paper's two settings (App. F): Qwen2.5-0.5B 24 layers → 3..20, Llama-3.2-1B 16
+// layers → 1..14; the documented rule elsewhere (three kept from 24 layers, else one).
+std::vector<int64_t> range(int64_t first, int64_t last) {
+  std::vector<int64_t> out;
+  for (int64_t l = first; l <= last; ++l) out.push_back(l);
+  return out;
+}
+
+TEST(Hybrid, DefaultRangeIsThePapersForQwenAndLlamaDepths) {
+  EXPECT_EQ(model::default_converted_layers(24), range(3, 20));  // Qwen2.5-0.5B
+  EXPECT_EQ(model::default_converted_layers(16), range(1, 14));  // Llama-3.2-1B
+  EXPECT_EQ(model::default_converted_layers(32), range(3, 28));
+  EXPECT_EQ(model::default_converted_layers(23), range(1, 21));
+  EXPECT_EQ(model::default_converted_layers(7), range(1, 5));
+  EXPECT_EQ(model::default_converted_layers(5), range(1, 3));  // stories260K
+  EXPECT_EQ(model::default_converted_layers(3), range(1, 1));
   EXPECT_THROW(model::default_converted_layers(2), Error);
+  EXPECT_EQ(model::parse_converted_layers("default", 16), range(1, 14));
   EXPECT_EQ(model::parse_converted_layers("1-3", 5), (std::vector<int64_t>{1, 2, 3}));
   EXPECT_THROW(model::parse_converted_layers("1-5", 5), Error);
+  EXPECT_EQ(model::default_range_rule(16),
+            "default: layers 1-14 of 16, one softmax layer kept at each end (below 24 layers)");
+  EXPECT_EQ(model::default_range_rule(24),
+            "default: layers 3-20 of 24, three softmax layers kept at each end (from 24 layers)");
 }
 
 TEST(Hybrid, ConvertedLayersHoldConstantStateWhileSoftmaxCachesGrow) {

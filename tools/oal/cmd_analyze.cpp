@@ -93,6 +93,7 @@ void run(const AnalyzeArgs& a) {
     o.layers = oal::parse_index_list(a.layers, "analyze --layers", model.num_layers());
   o.top_k = a.top_k;
   o.seed = a.grouping.seed;
+  o.chi = a.grouping.chi;
   oa::validate(a.grouping);
   const auto paragraphs = oal::text::split_paragraphs(oal::text::read_text_file(a.text));
   const oa::PromptSet prompts = oa::make_prompt_set(paragraphs, *tok, a.prompts);
@@ -117,10 +118,12 @@ void run(const AnalyzeArgs& a) {
   if (a.json) {
     nlohmann::json j = summary_json(r, groups);
     j["analysis"] = (fs::path(a.out) / "analysis.json").string();
+    j["chi_statistic"] = oa::chi_statistic_name(r.chi);
     j["figures"] = files;
     fmt::print("{}\n", j.dump(2));
     return;
   }
+  fmt::print("contribution statistic: {}\n", oa::chi_statistic_name(r.chi));
   print_table(r, groups);
   fmt::print("wrote {} and {} figures to {}\n", "analysis.json", files.size(), a.out);
 }

@@ -12,7 +12,7 @@ namespace {
 
 struct ConvertArgs {
   oal::train::ConvertOptions o;
-  std::string calib, tokenizer, out;
+  std::string calib, tokenizer, out, init = "initial";
   bool json = false;
 };
 
@@ -20,13 +20,18 @@ void run(ConvertArgs& a) {
   a.o.calib = a.calib;
   a.o.tokenizer = a.tokenizer;
   a.o.out = a.out;
+  a.o.init = oal::train::parse_kernel_init(a.init);
   const auto r = oal::train::run_convert(a.o);
   if (a.json) {
     fmt::print("{}\n", nlohmann::json{{"method", r.method}, {"layers", r.layers},
+                                      {"layer_range", r.plan.range_rule},
+                                      {"kernel_start", r.plan.from_calibration ? "calibrated" : "initial"},
                                       {"out", r.out.string()}}.dump(2));
     return;
   }
-  fmt::print("converted layers [{}] to {}; written to {}\n", fmt::join(r.layers, ","), r.method,
+  fmt::print("layer range: {}\n", r.plan.range_rule.empty() ? "none (softmax)" : r.plan.range_rule);
+  fmt::print("converted layers [{}] to {} ({} parameters); written to {}\n",
+             fmt::join(r.layers, ","), r.method, r.plan.from_calibration ? "calibrated" : "initial",
              r.out.string());
 }
 
@@ -39,7 +44,15 @@ oal::cli::Registrar reg{
       app.add_option("--method", a->o.method,
                      "oal | global | taylorshift | performer | dijiang | spectraformer | softmax")
           ->capture_default_str();
-      app.add_option("--layers", a->o.layers, "'default' or a list such as 1-3")->capture_default_str();
+      app.add_option("--layers", a->o.layers,
+                     "'default' (24+ layers: all but the first and last three, e.g. 3-20 of 24; "
+                     "fewer: all but the first and last, e.g. 1-14 of 16) or a list such as 1-3")
+          ->capture_default_str();
+      app.add_option("--init", a->init,
+                     "Kernel parameters: initial = baselines from their own initial values, OAL "
+                     "and global from calibration (paper App. F); calibrated = all from calibration")
+          ->check(CLI::IsMember({"initial", "calibrated"}))
+          ->capture_default_str();
       app.add_option("--out", a->out, "Output directory")->required();
       app.add_option("--tokenizer", a->tokenizer, "Tokenizer file (default: beside the model)");
       app.add_flag("--json", a->json, "Machine-readable output");

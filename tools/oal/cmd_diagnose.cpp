@@ -6,6 +6,7 @@
 #include "calib_options.h"
 #include "command.h"
 #include "grouping_options.h"
+#include "oal/analysis/layer_groups.h"
 #include "oal/attention/kernel_json.h"
 #include "oal/calib/layer_data.h"
 #include "oal/eval/diagnose.h"
@@ -54,11 +55,19 @@ void run(DiagnoseArgs a) {
     a.options.progress = bar.fn();
     r = oal::eval::diagnose(in, a.options);
   }
+  const std::string groups_chi =
+      oal::analysis::chi_statistic_name(oal::analysis::kernels_chi_statistic(groups.meta));
+  const std::string gauss_chi = oal::analysis::chi_statistic_name(a.options.grouping.chi);
   if (a.json) {
-    fmt::print("{}\n", oal::eval::diagnose_json(r).dump(2));
+    nlohmann::json j = oal::eval::diagnose_json(r);
+    j["groups_chi_statistic"] = groups_chi;
+    j["gaussian_chi_statistic"] = gauss_chi;
+    fmt::print("{}\n", j.dump(2));
     return;
   }
-  fmt::print("{}", oal::eval::diagnose_table(r));
+  fmt::print("groups: {} (chi {}); Gaussian control grouped with chi {} on {} prompts\n{}",
+             a.groups, groups_chi, gauss_chi, a.options.gaussian_prompts,
+             oal::eval::diagnose_table(r));
 }
 
 oal::cli::Registrar reg{
@@ -77,6 +86,10 @@ oal::cli::Registrar reg{
       app.add_option("--seeds", a->seeds, "Random seeds 0..n-1 of stochastic methods")
           ->capture_default_str();
       app.add_option("--controls", a->options.controls, "Matched random subsets B (0: skip)")
+          ->capture_default_str();
+      app.add_option("--gaussian-prompts", a->options.gaussian_prompts,
+                     "Gaussian control: its groups come from this many fresh N(0,1) prompts of "
+                     "--ctx tokens (calibration shape), apart from the evaluation samples")
           ->capture_default_str();
       app.add_option("--tokenizer", a->tokenizer, "Tokenizer file (default: beside the model)");
       oal::cli::add_split_options(app, a->split);

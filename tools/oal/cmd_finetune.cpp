@@ -15,7 +15,7 @@ namespace {
 
 struct FinetuneArgs {
   oal::train::FinetuneRunOptions o;
-  std::string calib, tokenizer, out, train, val;
+  std::string calib, tokenizer, out, train, val, init = "initial";
   bool freeze_kernel = false, json = false, quiet = false;
 };
 
@@ -27,6 +27,7 @@ void run(FinetuneArgs& a) {
   o.train_text = a.train;
   o.val_text = a.val;
   o.train_kernel = !a.freeze_kernel;
+  o.convert.init = oal::train::parse_kernel_init(a.init);
   oal::cli::ProgressBar bar("finetune", !a.quiet);
   const auto r = oal::train::run_finetune(o, bar.fn());
   bar.finish();
@@ -36,6 +37,8 @@ void run(FinetuneArgs& a) {
     for (const auto& v : t.val_log) val.push_back({{"step", v.step}, {"nll", v.nll}});
     nlohmann::json j = {{"method", o.convert.method},
                         {"layers", r.layers},
+                        {"layer_range", r.plan.range_rule},
+                        {"kernel_start", r.plan.from_calibration ? "calibrated" : "initial"},
                         {"steps", t.steps},
                         {"resumed_from", t.resumed_from},
                         {"initial_val_nll", t.val_log.front().nll},
@@ -51,6 +54,9 @@ void run(FinetuneArgs& a) {
     fmt::print("{}\n", j.dump(2));
     return;
   }
+  fmt::print("layer range: {}; kernel parameters started {}\n",
+             r.plan.range_rule.empty() ? "none (softmax)" : r.plan.range_rule,
+             r.plan.from_calibration ? "from calibration" : "from their initial values");
   fmt::print("method {} on layers [{}], LoRA r={} alpha={} dropout={}: {} adapter + {} kernel "
              "parameters trained\n",
              o.convert.method, fmt::join(r.layers, ","), o.lora.rank, o.lora.alpha, o.lora.dropout,
@@ -75,8 +81,9 @@ oal::cli::Registrar reg{
                      "oal | global | taylorshift | performer | dijiang | spectraformer | softmax")
           ->capture_default_str();
       app.add_option("--layers", o.convert.layers,
-                     "Layers to convert: 'default' (all but the first and last three; one each "
-                     "for models under 7 layers) or a list such as 1-3")
+                     "Layers to convert: 'default' (24+ layers: all but the first and last three, "
+                     "e.g. 3-20 of 24; fewer: all but the first and last, e.g. 1-14 of 16) or a "
+                     "list such as 1-3")
           ->capture_default_str();
       app.add_option("--train", a->train, "Training text file")->required();
       app.add_option("--val", a->val, "Validation text file")->required();
@@ -97,6 +104,11 @@ oal::cli::Registrar reg{
       app.add_option("--rank", o.lora.rank, "LoRA rank")->capture_default_str();
       app.add_option("--alpha", o.lora.alpha, "LoRA alpha")->capture_default_str();
       app.add_option("--dropout", o.lora.dropout, "LoRA dropout")->capture_default_str();
+      app.add_option("--init", a->init,
+                     "Kernel parameters: initial = baselines from their own initial values, OAL "
+                     "and global from calibration (paper App. F); calibrated = all from calibration")
+          ->check(CLI::IsMember({"initial", "calibrated"}))
+          ->capture_default_str();
       app.add_flag("--freeze-kernel", a->freeze_kernel, "Train LoRA only (kernel parameters fixed)");
       app.add_option("--device", o.device, "cpu | cuda[:N]")->capture_default_str();
       app.add_option("--tokenizer", a->tokenizer, "Tokenizer file (default: beside the model)");

@@ -45,7 +45,8 @@ void run(const GroupArgs& a) {
     fmt::print("{}\n", summary.dump(2));
     return;
   }
-  fmt::print("{}", oa::groups_summary_table(groups));
+  fmt::print("contribution statistic: {}\n{}", oa::chi_statistic_name(a.options.chi),
+             oa::groups_summary_table(groups));
   fmt::print("wrote {} (Taylor-initialised kernels, {} layers)\n", a.out, groups.size());
 }
 

@@ -25,7 +25,7 @@ namespace {
 namespace oa = oal::analysis;
 
 struct LinearizeArgs {
-  std::string model, text, tokenizer, out, layers;
+  std::string model, text, tokenizer, out, layers, prompt_text;
   std::string methods = "softmax,oal,global,taylorshift,performer,dijiang,spectraformer";
   int64_t ctx = 256, prompts = 40;
   oal::cli::SplitArgs split;
@@ -48,16 +48,24 @@ void run(const LinearizeArgs& a) {
   }();
   const std::vector<int64_t> layers = oal::cli::parse_layers(a.layers);
 
-  // 1. Contribution analysis on short prompts (the text's first paragraphs).
+  // 1. Contribution analysis on grouping prompts disjoint from the blocks: a separate
+  // prompt file, or the text's paragraphs after the blocks the split uses.
   oa::PromptOptions po;
   po.calibration = a.prompts;
   po.ctx = a.ctx;
-  const oa::PromptSet prompts = oa::make_prompt_set(oal::text::split_paragraphs(text), *tok, po);
+  const oal::calib::BlockSplit split = a.split.parse();
+  const std::vector<std::string> paragraphs =
+      a.prompt_text.empty()
+          ? oa::paragraphs_after_tokens(oal::text::split_paragraphs(text), *tok,
+                                        split.blocks_needed() * a.ctx)
+          : oal::text::split_paragraphs(oal::text::read_text_file(a.prompt_text));
+  const oa::PromptSet prompts = oa::make_prompt_set(paragraphs, *tok, po);
   oa::AnalysisResult analysis;
   {
     oal::cli::ProgressBar bar("analyze", !a.quiet);
     oa::AnalyzeOptions ao;
     ao.layers = layers;
+    ao.chi = a.grouping.chi;
     ao.progress = bar.fn();
     analysis = oa::analyze_model(model, prompts, ao);
   }
@@ -72,13 +80,16 @@ void run(const LinearizeArgs& a) {
   oal::attn::ModelKernels groups;
   groups.head_dim = analysis.head_dim;
   for (const auto& l : grouped) groups.layers[l.layer] = oa::taylor_kernels(l);
-  groups.meta = {{"source", "oal linearize"}, {"model", a.model}};
+  groups.meta = {{"source", "oal linearize"},
+                 {"model", a.model},
+                 {"grouping", oa::groups_summary_json(grouped, a.grouping, 0)}};
+  groups.meta["grouping"].erase("layers");
   oal::attn::write_kernels(dir / "groups.json", groups);
   // 3. Calibration.
   oal::calib::ModelCalibrationOptions co;
   co.ctx = a.ctx;
   co.layers = layers;
-  co.split = a.split.parse();
+  co.split = split;
   co.calibration = a.options;
   co.calibration.methods = oal::cli::split_names(a.methods);
   oal::calib::CalibrationResult calibrated;
@@ -98,14 +109,22 @@ void run(const LinearizeArgs& a) {
   }
   nlohmann::json j = oal::eval::fidelity_json(fid);
   j["model"] = a.model;
+  j["chi_statistic"] = oa::chi_statistic_name(a.grouping.chi);
   j["text"] = a.text;
+  const std::string prompts_note =
+      a.prompt_text.empty()
+          ? fmt::format("paragraphs of --text after the first {} tokens (blocks 0..{})",
+                        split.blocks_needed() * a.ctx, split.blocks_needed() - 1)
+          : a.prompt_text;
+  j["grouping_prompts"] = prompts_note;
   j["ctx"] = a.ctx;
   oal::io::write_file_atomic(dir / "fidelity.json", j.dump(2) + "\n");
   if (a.json) {
     fmt::print("{}\n", j.dump(2));
     return;
   }
-  fmt::print("{}", oa::groups_summary_table(grouped));
+  fmt::print("grouping prompts: {}\ncontribution statistic: {}\n{}", prompts_note,
+             oa::chi_statistic_name(a.grouping.chi), oa::groups_summary_table(grouped));
   fmt::print("\nFrozen-attention fidelity: {} sequences x {} tokens\n{}", fid.sequences,
              fid.tokens_per_sequence, oal::eval::fidelity_table(fid));
   fmt::print("wrote {} (analysis.json, groups.json, calibration.json, kernels-*.json, "
@@ -125,6 +144,9 @@ oal::cli::Registrar reg{
       app.add_option("--layers", a->layers, "Layers (default: all)");
       app.add_option("--prompts", a->prompts, "Calibration prompts for the grouping")
           ->capture_default_str();
+      app.add_option("--prompt-text", a->prompt_text,
+                     "Text file of grouping prompts (paragraphs); default: the --text paragraphs "
+                     "after the fitting/evaluation blocks, so the two never overlap");
       app.add_option("--tokenizer", a->tokenizer, "Tokenizer file (default: beside the model)");
       oal::cli::add_split_options(app, a->split);
       oal::cli::add_grouping_options(app, a->grouping);

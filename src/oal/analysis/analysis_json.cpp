@@ -33,6 +33,20 @@ std::vector<double> finite_vector(const json& j, const char* key, const std::str
   return v;
 }
 
+// A non-empty [P][d] array of finite values at j[key].
+std::vector<std::vector<double>> matrix(const json& j, const char* key, const std::string& where,
+                                        int64_t d) {
+  const json& pp = j.contains(key) ? j.at(key) : json();
+  check(pp.is_array() && !pp.empty(), k_op, "{}.{}: expected a non-empty [P][d] array", where,
+        key);
+  std::vector<std::vector<double>> rows;
+  for (size_t p = 0; p < pp.size(); ++p) {
+    json row{{"row", pp[p]}};
+    rows.push_back(finite_vector(row, "row", where + "." + key + "[" + std::to_string(p) + "]", d));
+  }
+  return rows;
+}
+
 json head_to_json(const HeadAnalysis& h) {
   json j{{"head", h.head},
          {"kv_head", h.kv_head},
@@ -44,10 +58,13 @@ json head_to_json(const HeadAnalysis& h) {
          {"gaussian_top_share", h.gaussian_top_share},
          {"gaussian_real_coords_share", h.gaussian_real_coords_share},
          {"chi_per_prompt", h.chi_per_prompt}};
+  if (!h.score.empty()) j["score"] = h.score;
+  if (!h.magnitude_per_prompt.empty()) j["magnitude_per_prompt"] = h.magnitude_per_prompt;
   if (!h.chi_heldout.empty())
     j["heldout"] = {{"chi", h.chi_heldout},
                     {"spearman", h.heldout_spearman},
                     {"top_overlap", h.heldout_top_overlap}};
+  if (!h.magnitude_heldout.empty()) j["heldout"]["magnitude"] = h.magnitude_heldout;
   if (!h.prefix.empty()) {
     json points = json::array();
     for (const auto& p : h.prefix)
@@ -69,20 +86,19 @@ HeadAnalysis head_from_json(const json& j, int64_t d, const std::string& where) 
   h.top_share = get<double>(j, "top_share", where);
   h.gaussian_top_share = get<double>(j, "gaussian_top_share", where);
   h.gaussian_real_coords_share = get<double>(j, "gaussian_real_coords_share", where);
-  const json& pp = j.contains("chi_per_prompt") ? j.at("chi_per_prompt") : json();
-  check(pp.is_array() && !pp.empty(), k_op, "{}.chi_per_prompt: expected a non-empty [P][d] array",
-        where);
-  for (size_t p = 0; p < pp.size(); ++p) {
-    json row{{"row", pp[p]}};
-    h.chi_per_prompt.push_back(
-        finite_vector(row, "row", where + ".chi_per_prompt[" + std::to_string(p) + "]", d));
-  }
+  h.chi_per_prompt = matrix(j, "chi_per_prompt", where, d);
+  if (j.contains("magnitude_per_prompt"))
+    h.magnitude_per_prompt = matrix(j, "magnitude_per_prompt", where, d);
+  // Files written before --chi existed have no "score": their statistic is the signed χ.
+  h.score = j.contains("score") ? finite_vector(j, "score", where, d) : h.chi;
   check(static_cast<int64_t>(h.order.size()) == d, k_op, "{}.order: expected {} entries", where, d);
   if (j.contains("heldout")) {
     const json& ho = j.at("heldout");
     h.chi_heldout = finite_vector(ho, "chi", where + ".heldout", d);
     h.heldout_spearman = get<double>(ho, "spearman", where + ".heldout");
     h.heldout_top_overlap = get<int64_t>(ho, "top_overlap", where + ".heldout");
+    if (ho.contains("magnitude"))
+      h.magnitude_heldout = finite_vector(ho, "magnitude", where + ".heldout", d);
   }
   if (j.contains("prefix")) {
     const json& pr = j.at("prefix");
@@ -121,9 +137,12 @@ json analysis_to_json(const AnalysisResult& r) {
           {"top_k", r.top_k},
           {"ctx", r.ctx},
           {"seed", r.seed},
+          {"chi_statistic", chi_statistic_name(r.chi)},
           {"top_share_definition",
-           "sum of the top-k A_r over sum of A_r, A_r = mean over prompts of the mean over causal "
-           "pairs of |q_ir k_jr| / sqrt(d)"},
+           chi_is_magnitude(r.chi)
+               ? "sum of the top-k score_r over sum of score_r (score = the chi_statistic profile)"
+               : "sum of the top-k A_r over sum of A_r, A_r = mean over prompts of the mean over "
+                 "causal pairs of |q_ir k_jr| / sqrt(d)"},
           {"calibration_lengths", r.calibration_lengths},
           {"heldout_lengths", r.heldout_lengths},
           {"layers", layers}};
@@ -144,6 +163,10 @@ AnalysisResult analysis_from_json(const json& j) {
   r.top_k = get<int64_t>(j, "top_k", "analysis");
   r.ctx = get<int64_t>(j, "ctx", "analysis");
   r.seed = get<uint64_t>(j, "seed", "analysis");
+  // Files written before --chi existed carry no "chi_statistic": they used the signed χ.
+  r.chi = j.contains("chi_statistic")
+              ? parse_chi_statistic(get<std::string>(j, "chi_statistic", "analysis"))
+              : ChiStatistic::signed_mean;
   r.calibration_lengths = get<std::vector<int64_t>>(j, "calibration_lengths", "analysis");
   r.heldout_lengths = get<std::vector<int64_t>>(j, "heldout_lengths", "analysis");
   check(r.head_dim >= 1 && r.num_heads >= 1, k_op, "head_dim {} and num_heads {} must be >= 1",

@@ -37,16 +37,19 @@ class Collector : public model::ForwardObserver {
       magnitude[layer].push_back(contribution_magnitudes(q, k)[0]);
     } else if (mode == Mode::heldout) {
       heldout[layer].push_back(contribution_scores(q, k)[0]);
+      heldout_magnitude[layer].push_back(contribution_magnitudes(q, k)[0]);
     } else {
       prefix[layer] = contribution_scores_by_prefix(q, k)[0];
+      prefix_magnitude[layer] = contribution_magnitudes_by_prefix(q, k)[0];
     }
   }
   void layer_output(int64_t layer, const at::Tensor& x) override {
     if (mode == Mode::calibration) activation[layer].update(x);
   }
 
-  std::map<int64_t, std::vector<at::Tensor>> chi, magnitude, heldout;  // [Hq, D] each
-  std::map<int64_t, at::Tensor> prefix;                                // [Hq, T, D]
+  // [Hq, D] each
+  std::map<int64_t, std::vector<at::Tensor>> chi, magnitude, heldout, heldout_magnitude;
+  std::map<int64_t, at::Tensor> prefix, prefix_magnitude;  // [Hq, T, D]
   std::map<int64_t, ActivationMax> activation;
 
  private:
@@ -88,12 +91,17 @@ std::vector<int64_t> prefix_lengths(int64_t n_full, int64_t min_prefix) {
   return lengths;
 }
 
-void fill_prefix(HeadAnalysis& h, const at::Tensor& curve, int64_t k, int64_t min_prefix) {
-  const int64_t n_full = curve.size(0);
-  const std::vector<double> full = to_vector(curve[n_full - 1]);
+// Prefix study of one head: signed / magnitude curves [T, D] → the statistic per length.
+void fill_prefix(HeadAnalysis& h, const at::Tensor& signed_curve, const at::Tensor& mag_curve,
+                 ChiStatistic stat, int64_t k, int64_t min_prefix) {
+  const int64_t n_full = signed_curve.size(0);
+  auto profile_at = [&](int64_t n) {
+    return statistic_profile(stat, to_vector(signed_curve[n - 1]), to_vector(mag_curve[n - 1]));
+  };
+  const std::vector<double> full = profile_at(n_full);
   h.prefix_top_dims = top_k_dims(full, k);
   for (int64_t n : prefix_lengths(n_full, min_prefix)) {
-    const std::vector<double> chi = to_vector(curve[n - 1]);
+    const std::vector<double> chi = profile_at(n);
     double total = 0.0;
     for (double v : chi) total += v;
     PrefixPoint p{n, {}, full.size() >= 2 ? spearman_rho(chi, full) : 0.0};
@@ -103,28 +111,65 @@ void fill_prefix(HeadAnalysis& h, const at::Tensor& curve, int64_t k, int64_t mi
   }
 }
 
+std::vector<std::vector<double>> rows_of(const at::Tensor& per_prompt) {
+  std::vector<std::vector<double>> rows;
+  for (int64_t p = 0; p < per_prompt.size(0); ++p) rows.push_back(to_vector(per_prompt[p]));
+  return rows;
+}
+
+// Head `head` of a list of per-prompt [Hq, D] tensors → [P, D].
+at::Tensor head_rows(const std::vector<at::Tensor>& per_prompt, int64_t head) {
+  return at::stack(per_prompt, 0).select(1, head);
+}
+
+// The Gaussian control's profile of one head under the statistic: A for mean-abs and
+// signed (whose share is taken of A), |χ| for abs-mean. gauss_mag, gauss_chi [Hq, D].
+std::vector<double> gaussian_profile(ChiStatistic stat, const at::Tensor& gauss_mag,
+                                     const at::Tensor& gauss_chi, int64_t head) {
+  const std::vector<double> mag = to_vector(gauss_mag[head]);
+  return stat == ChiStatistic::abs_mean
+             ? statistic_profile(stat, to_vector(gauss_chi[head]), mag)
+             : mag;
+}
+
+void fill_heldout(HeadAnalysis& h, const Collector& c, int64_t layer, ChiStatistic stat,
+                  int64_t k) {
+  auto it = c.heldout.find(layer);
+  if (it == c.heldout.end() || it->second.empty()) return;
+  h.chi_heldout = to_vector(head_rows(it->second, h.head).mean(0));
+  h.magnitude_heldout = to_vector(head_rows(c.heldout_magnitude.at(layer), h.head).mean(0));
+  const std::vector<double> held = statistic_profile(stat, h.chi_heldout, h.magnitude_heldout);
+  h.heldout_spearman = h.score.size() >= 2 ? spearman_rho(h.score, held) : 0.0;
+  h.heldout_top_overlap = top_k_overlap(h.score, held, k);
+}
+
+struct GaussianControl {
+  at::Tensor magnitude, chi;  // [Hq, D] each
+};
+
 HeadAnalysis analyze_head(int64_t head, int64_t group, const Collector& c, int64_t layer,
-                          const at::Tensor& gauss_mag, int64_t k, int64_t min_prefix) {
+                          const GaussianControl& gauss, const AnalyzeOptions& o, int64_t k) {
   HeadAnalysis h;
   h.head = head;
   h.kv_head = head / group;
-  at::Tensor per_prompt = at::stack(c.chi.at(layer), 0).select(1, head);  // [P, D]
-  for (int64_t p = 0; p < per_prompt.size(0); ++p) h.chi_per_prompt.push_back(to_vector(per_prompt[p]));
-  h.chi = to_vector(per_prompt.mean(0));
-  h.magnitude = to_vector(at::stack(c.magnitude.at(layer), 0).select(1, head).mean(0));
-  h.order = ascending_order(h.chi);
-  h.top_dims = top_k_dims(h.chi, k);
-  h.top_share = top_k_share(h.magnitude, k);
-  const std::vector<double> gauss = to_vector(gauss_mag[head]);
-  h.gaussian_top_share = top_k_share(gauss, k);
-  h.gaussian_real_coords_share = share_of(gauss, top_k_dims(h.magnitude, k));
-  if (auto it = c.heldout.find(layer); it != c.heldout.end() && !it->second.empty()) {
-    h.chi_heldout = to_vector(at::stack(it->second, 0).select(1, head).mean(0));
-    h.heldout_spearman = h.chi.size() >= 2 ? spearman_rho(h.chi, h.chi_heldout) : 0.0;
-    h.heldout_top_overlap = top_k_overlap(h.chi, h.chi_heldout, k);
-  }
+  const at::Tensor signed_rows = head_rows(c.chi.at(layer), head);     // [P, D]
+  const at::Tensor mag_rows = head_rows(c.magnitude.at(layer), head);  // [P, D]
+  h.chi_per_prompt = rows_of(signed_rows);
+  h.magnitude_per_prompt = rows_of(mag_rows);
+  h.chi = to_vector(signed_rows.mean(0));
+  h.magnitude = to_vector(mag_rows.mean(0));
+  h.score = statistic_profile(o.chi, h.chi, h.magnitude);
+  h.order = ascending_order(h.score);
+  h.top_dims = top_k_dims(h.score, k);
+  const std::vector<double>& share_base = chi_is_magnitude(o.chi) ? h.score : h.magnitude;
+  h.top_share = top_k_share(share_base, k);
+  const std::vector<double> g = gaussian_profile(o.chi, gauss.magnitude, gauss.chi, head);
+  h.gaussian_top_share = top_k_share(g, k);
+  h.gaussian_real_coords_share = share_of(g, top_k_dims(share_base, k));
+  fill_heldout(h, c, layer, o.chi, k);
   if (auto it = c.prefix.find(layer); it != c.prefix.end())
-    fill_prefix(h, it->second.select(0, head), k, min_prefix);
+    fill_prefix(h, it->second.select(0, head), c.prefix_magnitude.at(layer).select(0, head), o.chi,
+                k, o.min_prefix);
   return h;
 }
 
@@ -170,6 +215,22 @@ PromptSet make_prompt_set(const std::vector<std::string>& paragraphs,
   return set;
 }
 
+std::vector<std::string> paragraphs_after_tokens(const std::vector<std::string>& paragraphs,
+                                                 const text::Tokenizer& tokenizer,
+                                                 int64_t stream_tokens) {
+  check(stream_tokens >= 0, k_op, "stream tokens {}: expected >= 0", stream_tokens);
+  size_t first = 0;
+  for (int64_t covered = 0; first < paragraphs.size() && covered < stream_tokens; ++first)
+    covered += static_cast<int64_t>(tokenizer.encode(paragraphs[first], false).size());
+  if (stream_tokens > 0) ++first;  // margin: the paragraph that may straddle the boundary
+  check(first < paragraphs.size(), k_op,
+        "the text's {} paragraphs all lie within the first {} tokens (the fitting and "
+        "evaluation blocks); expected grouping prompts after them: use a longer text or a "
+        "separate prompt file",
+        paragraphs.size(), stream_tokens);
+  return {paragraphs.begin() + static_cast<std::ptrdiff_t>(first), paragraphs.end()};
+}
+
 AnalysisResult analyze_model(const model::Transformer& model, const PromptSet& prompts,
                              const AnalyzeOptions& o) {
   const model::ModelConfig& cfg = model.config();
@@ -212,6 +273,7 @@ AnalysisResult analyze_model(const model::Transformer& model, const PromptSet& p
   r.hidden_size = cfg.hidden_size;
   r.top_k = std::min(o.top_k, cfg.head_dim);
   r.seed = o.seed;
+  r.chi = o.chi;
   r.calibration_lengths = lengths_of(prompts.calibration);
   r.heldout_lengths = lengths_of(prompts.heldout);
   r.ctx = static_cast<int64_t>(prompts.prefix_sequence.size());
@@ -220,11 +282,13 @@ AnalysisResult analyze_model(const model::Transformer& model, const PromptSet& p
     check(c.chi.count(l) > 0, k_op, "layer {}: the forward reported no attention tensors", l);
     LayerAnalysis la;
     la.layer = l;
-    const at::Tensor gauss = gaussian_control_magnitudes(
-        r.calibration_lengths, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim,
-        mix_seed(o.seed, static_cast<uint64_t>(l)));
+    GaussianControl gauss;
+    gauss.magnitude = gaussian_control_magnitudes(r.calibration_lengths, cfg.num_heads,
+                                                  cfg.num_kv_heads, cfg.head_dim,
+                                                  mix_seed(o.seed, static_cast<uint64_t>(l)),
+                                                  &gauss.chi);
     for (int64_t h = 0; h < cfg.num_heads; ++h)
-      la.heads.push_back(analyze_head(h, group, c, l, gauss, r.top_k, o.min_prefix));
+      la.heads.push_back(analyze_head(h, group, c, l, gauss, o, r.top_k));
     if (c.activation.count(l)) la.activation = summarize_activations(c.activation.at(l).max_abs());
     r.layers.push_back(std::move(la));
   }

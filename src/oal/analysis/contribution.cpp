@@ -52,6 +52,11 @@ at::Tensor contribution_magnitudes(const at::Tensor& q, const at::Tensor& k) {
   return prefix_sum_scores(q.abs(), k.abs(), check_qk(q, k));
 }
 
+at::Tensor contribution_magnitudes_by_prefix(const at::Tensor& q, const at::Tensor& k) {
+  check_qk(q, k);
+  return contribution_scores_by_prefix(q.abs(), k.abs());
+}
+
 at::Tensor contribution_scores_by_prefix(const at::Tensor& q, const at::Tensor& k) {
   const int64_t group = check_qk(q, k);
   const int64_t n = q.size(2);

@@ -32,6 +32,10 @@ at::Tensor contribution_magnitudes(const at::Tensor& q, const at::Tensor& k);
 // length-n prefix.
 at::Tensor contribution_scores_by_prefix(const at::Tensor& q, const at::Tensor& k);
 
+// Magnitude counterpart of contribution_scores_by_prefix: A of every prefix length.
+// Same shapes; returns [B, Hq, T, D] fp64.
+at::Tensor contribution_magnitudes_by_prefix(const at::Tensor& q, const at::Tensor& k);
+
 // Plain O(N² d) definition, one explicit loop per causal pair, fp64 accumulation.
 // Reference for tests only. Same shapes and result as contribution_scores.
 at::Tensor contribution_scores_reference(const at::Tensor& q, const at::Tensor& k);

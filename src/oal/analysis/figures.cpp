@@ -24,7 +24,7 @@ std::string contribution_profile_svg(const LayerAnalysis& layer, const std::vect
     io::BarPanel p;
     p.title = fmt::format("head {} (kv {}), G = {}", head.head, head.kv_head, groups[h].num_groups());
     for (int64_t r : head.order) {
-      p.values.push_back(head.chi[r]);
+      p.values.push_back(head.score.empty() ? head.chi[r] : head.score[r]);
       p.colors.push_back(static_cast<int>(groups[h].group_of.at(r)));
       p.bar_labels.push_back(std::to_string(r));
     }

@@ -14,11 +14,6 @@ namespace {
 
 constexpr const char* k_op = "grouping";
 
-std::vector<double> row_mean(const at::Tensor& per_prompt) {
-  at::Tensor mean = per_prompt.to(at::kDouble).mean(0).contiguous();
-  return {mean.data_ptr<double>(), mean.data_ptr<double>() + mean.numel()};
-}
-
 }  // namespace
 
 void validate(const GroupingOptions& o) {
@@ -57,7 +52,7 @@ std::vector<double> bootstrap_supports(const at::Tensor& per_prompt,
                                        const std::vector<int64_t>& order,
                                        const std::vector<int64_t>& positions,
                                        const std::vector<std::vector<int64_t>>& index_sets,
-                                       double tau, double eps) {
+                                       double tau, double eps, bool abs_of_mean) {
   at::Tensor pp = per_prompt.to(at::kDouble).contiguous();
   const int64_t d = pp.size(1);
   const double* data = pp.data_ptr<double>();
@@ -68,7 +63,10 @@ std::vector<double> bootstrap_supports(const at::Tensor& per_prompt,
     std::fill(chi_b.begin(), chi_b.end(), 0.0);
     for (int64_t p : set)
       for (int64_t r = 0; r < d; ++r) chi_b[r] += data[p * d + r];
-    for (auto& v : chi_b) v /= static_cast<double>(set.size());
+    for (auto& v : chi_b) {
+      v /= static_cast<double>(set.size());
+      if (abs_of_mean) v = std::abs(v);
+    }
     // Along the fixed full-sample order π: max over L_k and min over U_k.
     for (int64_t t = 0; t < d; ++t)
       prefix_max[t] = t ? std::max(prefix_max[t - 1], chi_b[order[t]]) : chi_b[order[t]];
@@ -140,14 +138,15 @@ Grouping group_dimensions(const at::Tensor& per_prompt, const GroupingOptions& o
   check(per_prompt.size(0) >= 2, k_op,
         "per-prompt chi {}: expected at least 2 prompts for the prompt-level bootstrap",
         shape_str(per_prompt));
-  const std::vector<double> chi = row_mean(per_prompt);
+  const std::vector<double> chi = profile_of_rows(options.chi, per_prompt);
   Grouping g;
   g.order = ascending_order(chi);
   const std::vector<int64_t> ks = candidate_positions(per_prompt.size(1), options.alpha);
   const std::vector<double> rho = gap_ratios(chi, g.order, ks, options.eps);
   const auto sets = bootstrap_index_sets(per_prompt.size(0), options.bootstrap, options.seed);
   const std::vector<double> support =
-      bootstrap_supports(per_prompt, g.order, ks, sets, options.tau, options.eps);
+      bootstrap_supports(per_prompt, g.order, ks, sets, options.tau, options.eps,
+                         options.chi == ChiStatistic::abs_mean);
   for (size_t i = 0; i < ks.size(); ++i) g.candidates.push_back({ks[i], rho[i], support[i]});
   const std::vector<int64_t> cuts =
       select_cuts(g.candidates, options.tau, options.gamma, options.g_min);

@@ -14,6 +14,8 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+
+#include "oal/analysis/chi_statistic.h"
 #include <vector>
 
 namespace oal::analysis {
@@ -26,6 +28,10 @@ struct GroupingOptions {
   int64_t bootstrap = 1000; // replicates B, >= 1
   uint64_t seed = 0;        // bootstrap seed (same seed → same index sets for every head)
   double eps = 1e-12;       // numerical floor of the denominators in ρ_k and R_k
+  // Contribution statistic (chi_statistic.h). The per-prompt rows given to the grouping
+  // are statistic_rows(chi, ...); for abs-mean the profile (full sample and every
+  // bootstrap replicate) is |row mean|, otherwise the row mean.
+  ChiStatistic chi = ChiStatistic::mean_abs;
 };
 
 // Throws oal::Error naming the offending option when one is out of range.
@@ -57,12 +63,13 @@ std::vector<double> gap_ratios(const std::vector<double>& chi, const std::vector
                                const std::vector<int64_t>& positions, double eps);
 
 // Bootstrap supports S_k. per_prompt [P, d] fp64 (row p = χ_{p,·}); `order` is π from the
-// full sample and stays fixed; index_sets [B][P] from bootstrap_index_sets.
+// full sample and stays fixed; index_sets [B][P] from bootstrap_index_sets. abs_of_mean:
+// each replicate's profile is |mean of its rows| (abs-mean) instead of the mean.
 std::vector<double> bootstrap_supports(const at::Tensor& per_prompt,
                                        const std::vector<int64_t>& order,
                                        const std::vector<int64_t>& positions,
                                        const std::vector<std::vector<int64_t>>& index_sets,
-                                       double tau, double eps);
+                                       double tau, double eps, bool abs_of_mean = false);
 
 // Marks natural cuts and adds fallback cuts (descending (S, ρ), ties in candidate order)
 // until g_min groups. Fills `natural` and `chosen`; returns the retained k ascending.
@@ -73,12 +80,13 @@ std::vector<int64_t> select_cuts(std::vector<CandidateCut>& candidates, double t
 void fill_groups(Grouping& grouping, const std::vector<int64_t>& cuts);
 
 // The full App. B procedure for one (layer, head). per_prompt [P, d] (P >= 2), fp64 or
-// fp32; χ is its row mean.
+// fp32, = statistic_rows(options.chi, signed, magnitude); χ = profile_of_rows(options.chi,
+// per_prompt).
 Grouping group_dimensions(const at::Tensor& per_prompt, const GroupingOptions& options);
 
 // Fixed-budget grouping (Fig. 2b): the G - 1 largest adjacent gaps χ_{π_{k+1}} - χ_{π_k}
 // anywhere in the sorted profile, k = 1..d-1; equal gaps prefer the larger k (nearer the
-// high-contribution tail). chi [d], 1 <= budget <= d.
+// high-contribution tail). chi [d] (the statistic's profile), 1 <= budget <= d.
 Grouping group_fixed_budget(const std::vector<double>& chi, int64_t budget);
 
 }  // namespace oal::analysis

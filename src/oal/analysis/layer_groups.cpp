@@ -10,17 +10,32 @@
 namespace oal::analysis {
 namespace {
 
-at::Tensor per_prompt_tensor(const HeadAnalysis& h) {
-  check(!h.chi_per_prompt.empty(), "group", "head {}: no per-prompt chi", h.head);
-  const auto p = static_cast<int64_t>(h.chi_per_prompt.size());
-  const auto d = static_cast<int64_t>(h.chi_per_prompt[0].size());
+// [P][d] rows → [P, d] fp64; an undefined tensor when there are none (old files).
+at::Tensor rows_tensor(const std::vector<std::vector<double>>& rows, int64_t head) {
+  if (rows.empty()) return {};
+  const auto p = static_cast<int64_t>(rows.size());
+  const auto d = static_cast<int64_t>(rows[0].size());
   at::Tensor t = at::empty({p, d}, at::kDouble);
   for (int64_t i = 0; i < p; ++i) {
-    check(static_cast<int64_t>(h.chi_per_prompt[i].size()) == d, "group",
-          "head {}: per-prompt chi rows differ in length", h.head);
-    std::copy(h.chi_per_prompt[i].begin(), h.chi_per_prompt[i].end(), t[i].data_ptr<double>());
+    check(static_cast<int64_t>(rows[i].size()) == d, "group",
+          "head {}: per-prompt rows differ in length", head);
+    std::copy(rows[i].begin(), rows[i].end(), t[i].data_ptr<double>());
   }
   return t;
+}
+
+// The per-prompt rows the chosen statistic groups on (chi_statistic.h).
+at::Tensor statistic_tensor(const HeadAnalysis& h, ChiStatistic stat) {
+  check(!h.chi_per_prompt.empty(), "group", "head {}: no per-prompt chi", h.head);
+  return statistic_rows(stat, rows_tensor(h.chi_per_prompt, h.head),
+                        rows_tensor(h.magnitude_per_prompt, h.head));
+}
+
+// The statistic's profile for the fixed-budget variant.
+std::vector<double> statistic_of(const HeadAnalysis& h, ChiStatistic stat) {
+  check(stat != ChiStatistic::mean_abs || !h.magnitude.empty(), "group",
+        "head {}: --chi mean-abs needs magnitudes; the analysis has none", h.head);
+  return statistic_profile(stat, h.chi, h.magnitude);
 }
 
 std::string dims_str(const std::vector<int64_t>& dims) {
@@ -41,8 +56,9 @@ std::vector<LayerGroups> group_analysis(const AnalysisResult& analysis,
   for (const auto& l : analysis.layers) {
     LayerGroups lg{l.layer, {}};
     for (const auto& h : l.heads) {
-      lg.heads.push_back(budget > 0 ? group_fixed_budget(h.chi, budget)
-                                    : group_dimensions(per_prompt_tensor(h), options));
+      lg.heads.push_back(budget > 0
+                             ? group_fixed_budget(statistic_of(h, options.chi), budget)
+                             : group_dimensions(statistic_tensor(h, options.chi), options));
       report(progress, ++done, total, "heads");
     }
     out.push_back(std::move(lg));
@@ -78,6 +94,7 @@ nlohmann::json groups_summary_json(const std::vector<LayerGroups>& layers,
   }
   return {{"method", budget > 0 ? "fixed_budget" : "bootstrap"},
           {"budget", budget},
+          {"chi_statistic", chi_statistic_name(o.chi)},
           {"alpha", o.alpha},
           {"tau", o.tau},
           {"gamma", o.gamma},
@@ -86,6 +103,15 @@ nlohmann::json groups_summary_json(const std::vector<LayerGroups>& layers,
           {"seed", o.seed},
           {"eps", o.eps},
           {"layers", j_layers}};
+}
+
+ChiStatistic kernels_chi_statistic(const nlohmann::json& meta) {
+  if (!meta.is_object() || !meta.contains("grouping")) return ChiStatistic::signed_mean;
+  const nlohmann::json& g = meta.at("grouping");
+  if (!g.is_object() || !g.contains("chi_statistic")) return ChiStatistic::signed_mean;
+  check(g.at("chi_statistic").is_string(), "group",
+        "kernel meta.grouping.chi_statistic: expected a string");
+  return parse_chi_statistic(g.at("chi_statistic").get<std::string>());
 }
 
 std::string groups_summary_table(const std::vector<LayerGroups>& layers) {

@@ -19,9 +19,11 @@ struct LayerGroups {
   std::vector<Grouping> heads;  // one per query head, in head order
 };
 
-// budget == 0: the App. B procedure with `options` on each head's per-prompt χ.
-// budget >= 1: the fixed-budget grouping (G = budget) of each head's χ; options unused
-// except validation. Progress: ("heads").
+// budget == 0: the App. B procedure with `options` on each head's per-prompt rows of the
+// statistic options.chi (signed χ or magnitudes A; an analysis written before --chi has
+// no per-prompt A, so mean-abs then throws asking for a re-run or --chi signed).
+// budget >= 1: the fixed-budget grouping (G = budget) of each head's statistic profile;
+// other options unused except validation. Progress: ("heads").
 std::vector<LayerGroups> group_analysis(const AnalysisResult& analysis,
                                         const GroupingOptions& options, int64_t budget = 0,
                                         const ProgressFn& progress = {});
@@ -31,10 +33,14 @@ std::vector<LayerGroups> group_analysis(const AnalysisResult& analysis,
 std::vector<attn::QuadraticKernel> taylor_kernels(const LayerGroups& layer,
                                                   double eps = attn::k_default_eps);
 
-// Machine-readable summary: per layer/head the group count, natural-cut count, groups
+// Machine-readable summary: the options (with "chi_statistic"); per layer/head the group count, natural-cut count, groups
 // (dims), outlier dims (all non-bulk dims) and candidate cuts (k, ρ, S, natural, chosen).
 nlohmann::json groups_summary_json(const std::vector<LayerGroups>& layers,
                                    const GroupingOptions& options, int64_t budget);
+
+// The statistic a kernel JSON's groups were formed with: meta.grouping.chi_statistic;
+// files written before --chi existed have none and mean "signed".
+ChiStatistic kernels_chi_statistic(const nlohmann::json& meta);
 
 // Human-readable table: layer, head, G, natural cuts, bulk size, outlier dims by group,
 // then the group-count histogram.

@@ -143,22 +143,39 @@ std::vector<std::vector<int64_t>> non_bulk(const std::vector<std::vector<std::ve
   return out;
 }
 
-// Gaussian control: N(0, 1) q, k and the grouping procedure on them (prompts = sequences).
+// Non-bulk subsets of the Gaussian control's grouping, from `prompts` fresh N(0, 1)
+// prompts [1, Hq|Hkv, len, D] (calibration shape), per head. Returns [Hq] subsets.
+std::vector<std::vector<int64_t>> gaussian_subsets(const DiagnoseLayer& l, const DiagnoseOptions& o) {
+  const int64_t hq = l.q.size(1), hkv = l.k.size(1), d = l.q.size(3);
+  const int64_t len = o.gaussian_prompt_len > 0 ? o.gaussian_prompt_len : l.q.size(2);
+  std::vector<at::Tensor> signed_rows, mag_rows;  // [Hq, D] per prompt
+  for (int64_t p = 0; p < o.gaussian_prompts; ++p) {
+    at::Tensor q = attn::seeded_normal({1, hq, len, d}, attn::derive_seed(o.seed, {l.layer, 0x6c, p}));
+    at::Tensor k = attn::seeded_normal({1, hkv, len, d}, attn::derive_seed(o.seed, {l.layer, 0x6d, p}));
+    signed_rows.push_back(analysis::contribution_scores(q, k)[0]);
+    mag_rows.push_back(analysis::contribution_magnitudes(q, k)[0]);
+  }
+  const at::Tensor s = at::stack(signed_rows, 0), m = at::stack(mag_rows, 0);  // [P, Hq, D]
+  std::vector<std::vector<int64_t>> subsets;
+  for (int64_t h = 0; h < hq; ++h) {
+    const at::Tensor sh = s.select(1, h).contiguous(), mh = m.select(1, h).contiguous();
+    auto g = analysis::group_dimensions(analysis::statistic_rows(o.grouping.chi, sh, mh), o.grouping);
+    subsets.push_back(non_bulk({g.groups})[0]);
+  }
+  return subsets;
+}
+
+// Gaussian control: N(0, 1) q, k of the evaluation shape, masked by the subsets of the
+// grouping procedure on separate Gaussian data of calibration shape.
 std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> gaussian_inputs(
     const std::vector<DiagnoseLayer>& layers, const DiagnoseOptions& o) {
   std::vector<at::Tensor> qk, masks;
   for (const auto& l : layers) {
     at::Tensor q = attn::seeded_normal(l.q.sizes(), attn::derive_seed(o.seed, {l.layer, 0x6a}));
     at::Tensor k = attn::seeded_normal(l.k.sizes(), attn::derive_seed(o.seed, {l.layer, 0x6b}));
-    at::Tensor chi = analysis::contribution_scores(q, k);  // [N, Hq, D]
-    std::vector<std::vector<int64_t>> subsets;
-    for (int64_t h = 0; h < q.size(1); ++h) {
-      auto g = analysis::group_dimensions(chi.select(1, h).contiguous(), o.grouping);
-      subsets.push_back(non_bulk({g.groups})[0]);
-    }
     qk.push_back(q);
     qk.push_back(k);
-    masks.push_back(subset_masks(subsets, q.size(3)));
+    masks.push_back(subset_masks(gaussian_subsets(l, o), q.size(3)));
   }
   return {qk, masks};
 }
@@ -187,6 +204,8 @@ std::vector<at::Tensor> control_masks(const std::vector<DiagnoseLayer>& layers, 
 
 DiagnoseResult diagnose(const std::vector<DiagnoseLayer>& layers, const DiagnoseOptions& o) {
   check(!layers.empty(), k_op, "need at least one layer");
+  check(!o.gaussian || o.gaussian_prompts >= 2, k_op,
+        "gaussian prompts {}: expected at least 2 for the grouping's bootstrap", o.gaussian_prompts);
   check(o.positions > 0 && !o.seeds.empty() && o.controls >= 0, k_op,
         "positions ({}) > 0, at least one seed and controls ({}) >= 0 expected", o.positions,
         o.controls);

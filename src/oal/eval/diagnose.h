@@ -9,7 +9,10 @@
 // heads, sampled query positions and output dims (Eq. 12–13), averaged over the method's
 // random seeds; R_S = E_S / E_full per (layer, sequence), macro-averaged (Eq. 14).
 // Gaussian control: q, k replaced by i.i.d. N(0, 1), subsets from the same grouping
-// procedure on the replaced data. Matched randomization test: B subsets of |S_h| dims
+// procedure (options.grouping, its --chi statistic included) on Gaussian data of the
+// calibration shape — gaussian_prompts independent prompts of gaussian_prompt_len tokens,
+// drawn apart from the evaluation samples — so the groups are not fitted to the data they
+// are evaluated on (as the real groups come from calibration prompts). Matched randomization test: B subsets of |S_h| dims
 // drawn uniformly from each head's bulk, p = (1 + #{R_control >= R_S}) / (B + 1) (Eq. 15).
 // Methods use their initial parameters (TaylorShift tau = 1, DiJiang theta = 0,
 // SpectraFormer's upstream init) with the draws of each seed; keys are expanded to the
@@ -42,6 +45,8 @@ struct DiagnoseOptions {
   int64_t controls = 1000;                 // matched random bulk subsets B (0: skip test)
   bool gaussian = true;                    // Gaussian-control column
   analysis::GroupingOptions grouping;      // for the Gaussian control's grouping
+  int64_t gaussian_prompts = 40;           // calibration prompts of the control's grouping
+  int64_t gaussian_prompt_len = 0;         // their length (0: the evaluation length T)
   uint64_t seed = 0;                       // positions, controls, Gaussian samples
   ProgressFn progress;                     // ("methods")
 };

@@ -14,12 +14,17 @@
 
 namespace oal::model {
 
-// The paper's default replacement range: every layer except the first three and the
-// last three (Qwen2.5-0.5B: 3..20). Models too shallow for that (fewer than 7 layers)
-// keep one softmax layer at each end instead (Llama-3.2-1B's setting: 1..L-2), e.g.
-// layers 1..3 of a 5-layer model. Throws oal::Error("[hybrid] ...") below 3 layers
-// (no middle layer exists; pass an explicit range).
+// The default replacement range, the paper's (Sec. 5.2, App. F) where it gives one:
+// Qwen2.5-0.5B (24 layers) converts layers 3..20 and Llama-3.2-1B (16 layers) layers
+// 1..14. Rule: from 24 layers on, the first three and last three layers keep softmax;
+// below 24 layers, one layer at each end (16 → 1..14, stories260K's 5 → 1..3).
+// Throws oal::Error("[hybrid] ...") below 3 layers (no middle layer exists; pass an
+// explicit range).
 std::vector<int64_t> default_converted_layers(int64_t num_layers);
+
+// The rule above in words for `num_layers`, e.g. "default: layers 1-14, one softmax layer
+// kept at each end (below 24 layers)". num_layers >= 3.
+std::string default_range_rule(int64_t num_layers);
 
 // Parses a user range ("1-3", "2,4", "default"/"" for the default) against the model's
 // layer count; every index must be < num_layers (error names the range and the count).

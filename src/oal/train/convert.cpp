@@ -10,6 +10,7 @@
 
 #include "oal/attention/feature_method.h"
 #include "oal/attention/oal_method.h"
+#include "oal/calib/method_factory.h"
 #include "oal/core/error.h"
 #include "oal/io/atomic_file.h"
 #include "oal/io/safetensors.h"
@@ -57,7 +58,41 @@ void copy_file_atomic(const fs::path& from, const fs::path& to) {
   io::write_file_atomic(to, s.str());
 }
 
+// A baseline's initial parameters for one layer, with the calibration run's draws.
+std::shared_ptr<attn::AttentionMethod> initial_method(const calib::LoadedRun& run,
+                                                      const model::ModelConfig& c,
+                                                      const std::string& method, int64_t layer) {
+  check(run.meta.contains("seed") && run.meta.at("seed").is_number_unsigned(), k_op,
+        "calibration.json has no seed; expected one to rebuild {}'s initial draws", method);
+  const calib::MethodShape shape{layer, c.num_heads, c.num_kv_heads, c.head_dim};
+  return calib::make_method(method, shape, run.meta.at("seed").get<uint64_t>(), nullptr);
+}
+
+// Makes the kernel parameters of `m` trainable (a new OAL/global object; baselines in place).
+std::shared_ptr<attn::AttentionMethod> make_trainable(std::shared_ptr<attn::AttentionMethod> m) {
+  if (auto* q = dynamic_cast<const attn::QuadraticAttention*>(m.get()))
+    return std::make_shared<attn::QuadraticAttention>(
+        attn::QuadraticAttention::from_kernels(q->to_kernels(), q->options(), true, at::kDouble));
+  for (auto p : m->parameters())
+    if (p.is_leaf() && p.is_floating_point()) p.set_requires_grad(true);
+  return m;
+}
+
 }  // namespace
+
+std::string kernel_init_name(KernelInit init) {
+  return init == KernelInit::initial ? "initial" : "calibrated";
+}
+
+KernelInit parse_kernel_init(const std::string& name) {
+  if (name == "initial") return KernelInit::initial;
+  if (name == "calibrated") return KernelInit::calibrated;
+  fail(k_op, "--init '{}': expected initial or calibrated", name);
+}
+
+bool starts_from_calibration(const std::string& method, KernelInit init) {
+  return init == KernelInit::calibrated || method == "oal" || method == "global";
+}
 
 void validate_calibration(const calib::LoadedRun& run, const model::ModelWeights& weights,
                           const std::string& method, const std::vector<int64_t>& layers) {
@@ -103,7 +138,7 @@ void validate_calibration(const calib::LoadedRun& run, const model::ModelWeights
 
 std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> methods_from_calibration(
     const fs::path& calib_dir, const model::ModelWeights& weights, const std::string& method,
-    const std::vector<int64_t>& layers, bool trainable) {
+    const std::vector<int64_t>& layers, bool trainable, KernelInit init) {
   std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> out;
   if (method == "softmax") return out;
   check(!calib_dir.empty(), k_op, "method '{}' needs a calibration run directory (--calib)", method);
@@ -111,16 +146,10 @@ std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> methods_from_calibrati
   validate_calibration(run, weights, method, layers);
   for (const auto& lm : run.layers) {
     if (std::find(layers.begin(), layers.end(), lm.layer) == layers.end()) continue;
-    std::shared_ptr<attn::AttentionMethod> m = lm.methods.at(method);
-    if (trainable) {
-      if (auto* q = dynamic_cast<const attn::QuadraticAttention*>(m.get())) {
-        m = std::make_shared<attn::QuadraticAttention>(
-            attn::QuadraticAttention::from_kernels(q->to_kernels(), q->options(), true, at::kDouble));
-      } else {
-        for (auto p : m->parameters())
-          if (p.is_leaf() && p.is_floating_point()) p.set_requires_grad(true);
-      }
-    }
+    std::shared_ptr<attn::AttentionMethod> m =
+        starts_from_calibration(method, init) ? lm.methods.at(method)
+                                              : initial_method(run, weights.config, method, lm.layer);
+    if (trainable) m = make_trainable(std::move(m));
     out[lm.layer] = m;
   }
   return out;

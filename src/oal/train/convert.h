@@ -33,13 +33,29 @@ namespace oal::train {
 void validate_calibration(const calib::LoadedRun& run, const model::ModelWeights& weights,
                           const std::string& method, const std::vector<int64_t>& layers);
 
-// The fitted methods of `layers` from a calibration run (validated as above). With
-// `trainable`, kernel parameters require grad (OAL/global L rebuilt as a trainable
-// leaf; baselines' parameters() switched to requires_grad); "softmax" needs no run and
-// returns an empty map.
+// Where the converted layers' kernel parameters start (paper App. F): `initial` = the
+// baselines (TaylorShift, Performer, DiJiang, SpectraFormer) start from their own initial
+// values (tau 1, theta 0, upstream init; the calibration run's random draws) and are
+// optimised jointly with LoRA from there, while OAL and the learned global kernel start
+// from their calibration; `calibrated` = every method from its calibration.
+enum class KernelInit { initial, calibrated };
+
+// "initial" | "calibrated" ↔ KernelInit; parse throws oal::Error("[convert] ...").
+std::string kernel_init_name(KernelInit init);
+KernelInit parse_kernel_init(const std::string& name);
+
+// The rule above: true when `method` takes its calibrated parameters under `init`.
+bool starts_from_calibration(const std::string& method, KernelInit init);
+
+// The methods of `layers` from a calibration run (validated as above): the fitted ones,
+// or for a baseline under KernelInit::initial its initial parameters built with the
+// run's seed (same random draws as the run). With `trainable`, kernel parameters require
+// grad (OAL/global L rebuilt as a trainable leaf; baselines' parameters() switched to
+// requires_grad); "softmax" needs no run and returns an empty map.
 std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> methods_from_calibration(
     const std::filesystem::path& calib_dir, const model::ModelWeights& weights,
-    const std::string& method, const std::vector<int64_t>& layers, bool trainable);
+    const std::string& method, const std::vector<int64_t>& layers, bool trainable,
+    KernelInit init = KernelInit::calibrated);
 
 // Trainable kernel tensors of the model's layers, named "attention.layers.<l>.<j>" (j the
 // index in the method's parameters()); only tensors with requires_grad.

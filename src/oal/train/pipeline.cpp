@@ -51,17 +51,28 @@ at::Tensor text_blocks(const text::Tokenizer& tok, const fs::path& file, int64_t
 
 }  // namespace
 
+ConversionPlan plan_conversion(const ConvertOptions& o, int64_t num_layers) {
+  ConversionPlan p;
+  p.from_calibration = starts_from_calibration(o.method, o.init);
+  if (o.method == "softmax") return p;
+  p.layers = model::parse_converted_layers(o.layers, num_layers);
+  p.range_rule = o.layers.empty() || o.layers == "default"
+                     ? model::default_range_rule(num_layers)
+                     : fmt::format("explicit: --layers {} of {}", o.layers, num_layers);
+  return p;
+}
+
 ConvertResult run_convert(const ConvertOptions& o) {
   check(!o.out.empty(), "convert", "no output directory given (--out)");
   model::ModelWeights w = model::load_model(o.model);
-  const auto layers = o.method == "softmax" ? std::vector<int64_t>{}
-                                            : model::parse_converted_layers(o.layers, w.config.num_layers);
-  auto methods = methods_from_calibration(o.calib, w, o.method, layers, false);
+  const ConversionPlan plan = plan_conversion(o, w.config.num_layers);
+  const auto& layers = plan.layers;
+  auto methods = methods_from_calibration(o.calib, w, o.method, layers, false, o.init);
   const fs::path tok = model::find_tokenizer(o.model, o.tokenizer);
   model::Transformer t(w);
   model::apply_hybrid(t, methods);
   export_converted(o.out, w, t, o.method, layers, o.model, tok);
-  return {layers, o.method, o.out};
+  return {layers, o.method, o.out, plan};
 }
 
 FinetuneRunResult run_finetune(const FinetuneRunOptions& o, const ProgressFn& progress,
@@ -81,9 +92,9 @@ FinetuneRunResult run_finetune(const FinetuneRunOptions& o, const ProgressFn& pr
         "ctx {} is longer than the model supports (max_position_embeddings {})", o.ctx,
         cfg.max_position_embeddings);
   FinetuneRunResult res;
-  res.layers = c.method == "softmax" ? std::vector<int64_t>{}
-                                     : model::parse_converted_layers(c.layers, cfg.num_layers);
-  auto methods = methods_from_calibration(c.calib, w, c.method, res.layers, o.train_kernel);
+  res.plan = plan_conversion(c, cfg.num_layers);
+  res.layers = res.plan.layers;
+  auto methods = methods_from_calibration(c.calib, w, c.method, res.layers, o.train_kernel, c.init);
   const fs::path tok_path = model::find_tokenizer(c.model, c.tokenizer);
   auto tok = text::load_tokenizer(tok_path);
   FinetuneData data{text_blocks(*tok, o.train_text, o.ctx, o.train_blocks),
@@ -128,6 +139,9 @@ FinetuneRunResult run_finetune(const FinetuneRunOptions& o, const ProgressFn& pr
   j["calib"] = c.calib.string();
   j["method"] = c.method;
   j["layers"] = res.layers;
+  j["layer_range"] = res.plan.range_rule;
+  j["init"] = kernel_init_name(c.init);
+  j["kernel_start"] = res.plan.from_calibration ? "calibrated" : "initial";
   j["ctx"] = o.ctx;
   j["steps"] = o.train.steps;
   j["lora"] = {{"rank", o.lora.rank}, {"alpha", o.lora.alpha}, {"dropout", o.lora.dropout}};
