@@ -6,6 +6,7 @@
 #include <set>
 
 #include "common/shared_data.h"
+#include "planted_model.h"
 #include "oal/analysis/analyze.h"
 #include "oal/analysis/layer_groups.h"
 #include "oal/core/error.h"
@@ -34,18 +35,7 @@ std::vector<std::vector<int32_t>> token_prompts(int64_t count, int64_t vocab, ui
   return out;
 }
 
-om::SyntheticOptions planted_options() {
-  om::SyntheticOptions o;
-  o.hidden_size = 64;
-  o.num_layers = 2;
-  o.num_heads = 4;
-  o.num_kv_heads = 2;
-  o.head_dim = 16;
-  o.planted_pairs = 1;
-  o.planted_scale = 2.0;
-  o.seed = 5;
-  return o;
-}
+om::SyntheticOptions planted_options() { return oal::test::planted_model_options(2); }
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <set>
 
+#include "planted_model.h"
 #include "oal/analysis/analysis_json.h"
 #include "oal/analysis/analyze.h"
 #include "oal/analysis/chi_statistic.h"
@@ -60,18 +61,7 @@ oa::Grouping group_with(oa::ChiStatistic stat, const PlantedRows& rows) {
 // A synthetic model whose planted key rows are negated in every layer and KV head: RoPE
 // rotates each planted pair within itself, so post-RoPE k of the planted dims flips sign
 // and their χ becomes strongly negative.
-om::SyntheticOptions small_model() {
-  om::SyntheticOptions o;
-  o.hidden_size = 64;
-  o.num_layers = 1;
-  o.num_heads = 4;
-  o.num_kv_heads = 2;
-  o.head_dim = 16;
-  o.planted_pairs = 1;
-  o.planted_scale = 2.0;
-  o.seed = 5;
-  return o;
-}
+om::SyntheticOptions small_model() { return oal::test::planted_model_options(1); }
 
 om::ModelWeights negated_key_model(const om::SyntheticOptions& so) {
   om::ModelWeights w = om::make_synthetic_weights(so);

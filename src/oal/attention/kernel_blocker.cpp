@@ -6,7 +6,9 @@
 
 namespace oal::attn {
 
-bool records_grad(const at::Tensor& t) { return c10::GradMode::is_enabled() && t.requires_grad(); }
+bool records_grad(const at::Tensor& t) {
+  return t.defined() && c10::GradMode::is_enabled() && t.requires_grad();
+}
 
 std::string kernel_blocker(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   for (const at::Tensor* t : {&q, &k, &v})

@@ -15,7 +15,7 @@ namespace oal::attn {
 // one of them. Method-specific reasons (OAL's L and state) are added by hd_kernel_blocker.
 std::string kernel_blocker(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
-// Whether autograd is recording through t (grad mode on and t requires grad).
+// Whether autograd is recording through t (defined, grad mode on, t requires grad).
 bool records_grad(const at::Tensor& t);
 
 // What a report prints for an entry point's path: "kernel (avx512)" when `blocker` is

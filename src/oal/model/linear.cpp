@@ -1,21 +1,17 @@
 #include "oal/model/linear.h"
 
-#include <c10/core/GradMode.h>
-
+#include "oal/attention/kernel_blocker.h"
 #include "oal/kernels/cpu/linear_f32.h"
 
 namespace oal::model {
 namespace {
 
-bool records(const at::Tensor& t) {
-  return t.defined() && c10::GradMode::is_enabled() && t.requires_grad();
-}
-
 // The CPU projection kernel takes fp32 CPU inputs without autograd (training and other
 // devices keep at::linear, which is differentiable).
 bool kernel_can_run(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   return x.device().is_cpu() && w.device().is_cpu() && x.scalar_type() == at::kFloat &&
-         x.numel() > 0 && !records(x) && !records(w) && !records(b) &&
+         x.numel() > 0 && !attn::records_grad(x) && !attn::records_grad(w) &&
+         !attn::records_grad(b) &&
          (!b.defined() || b.scalar_type() == at::kFloat);
 }
 
