@@ -1,7 +1,7 @@
 // The attention entry points as dispatch points: which storage and path they take, that
 // the cached OAL plan follows L, and that priming (absorb) and mid-stream fallbacks give
-// the same answers as the references. Numeric agreement across shapes lives in
-// test_hd_dispatch.cpp and tests/kernels.
+// the same answers as the references. Numeric agreement across shapes, dtypes and SIMD
+// targets lives in test_op_consistency.cpp.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -113,6 +113,32 @@ TEST(HdDecode, AbsorbThenStepsMatchTheRecurrentReference) {
               kTol)
         << t;
   EXPECT_EQ(dec.state_bytes(), bytes) << "constant-size state";
+}
+
+TEST(HdDispatch, BlockerNamesWhyTheKernelCannotRun) {
+  auto lk = LayerKernels::from(oal::test::random_kernels(2, 4, 2, 3), at::kFloat);
+  auto q = randn({1, 2, 5, 4}, 1, 0.5, at::kFloat), k = randn({1, 1, 5, 4}, 2, 0.5, at::kFloat);
+  auto v = randn({1, 1, 5, 3}, 3, 1.0, at::kFloat);
+  auto st = HdState::zeros(1, 1, 4, 3);
+  EXPECT_EQ(hd_kernel_blocker(q, k, v, lk, st, {}), "");
+  EXPECT_NE(hd_kernel_blocker(q, k, v, lk, st, HdOptions{.chunk = 64, .backend = HdBackend::aten}).find("ATen"),
+            std::string::npos);
+  auto st64 = HdState::zeros(1, 1, 4, 3, at::kDouble);
+  EXPECT_NE(hd_kernel_blocker(q.to(at::kDouble), k.to(at::kDouble), v.to(at::kDouble), lk,
+                              st64, {})
+                .find("dtype"),
+            std::string::npos);
+  auto qg = q.clone().set_requires_grad(true);
+  EXPECT_NE(hd_kernel_blocker(qg, k, v, lk, st, {}).find("autograd"), std::string::npos);
+  {
+    c10::NoGradGuard no_grad;  // inference on a trainable input: the kernel may run
+    EXPECT_EQ(hd_kernel_blocker(qg, k, v, lk, st, {}), "");
+  }
+  // Gradients still flow through the automatic backend (it takes the ATen path).
+  auto y = hd_chunked(qg, k, v, lk).y;
+  y.sum().backward();
+  ASSERT_TRUE(qg.grad().defined());
+  EXPECT_GT(qg.grad().abs().sum().item<double>(), 0.0);
 }
 
 }  // namespace
