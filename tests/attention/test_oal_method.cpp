@@ -34,7 +34,7 @@ TEST(QuadraticAttention, NameForwardAndDecode) {
     parts.push_back(st->step(q.select(2, t), k.select(2, t), v.select(2, t)).unsqueeze(2));
   EXPECT_LT(rel_err(at::cat(parts, 2), y), 1e-11);
   EXPECT_EQ(st->tokens(), 21);
-  EXPECT_EQ(st->state_bytes(), 2 * 3 * hd_feature_dim(8) * 9 * 8);
+  EXPECT_EQ(st->state_bytes(), 2 * 3 * kernels::cpu::oal_feature_dim(8) * 9 * 8);
   // kernels survive the trip into the method and back
   auto back = oal.to_kernels();
   for (size_t h = 0; h < kernels.size(); ++h)

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <set>
 
+#include "oal/attention/registry.h"
 #include "oal/attention/oal_method.h"
 #include "oal/attention/softmax_method.h"
 #include "oal/calib/adam.h"
@@ -189,8 +190,8 @@ calib::LayerFitInput layer_input(int64_t Hq, int64_t Hkv, int64_t D, int64_t T) 
     v = randn({n, Hkv, T, D}, seed + 2);
     y = attn::SoftmaxAttention().forward(q, k, v);
   };
-  mk(10, 3, in.q_train, in.k_train, in.v_train, in.y_train);
-  mk(20, 2, in.q_val, in.k_val, in.v_val, in.y_val);
+  mk(10, 3, in.data.q_train, in.data.k_train, in.data.v_train, in.data.y_train);
+  mk(20, 2, in.data.q_val, in.data.k_val, in.data.v_val, in.data.y_val);
   return in;
 }
 
@@ -202,7 +203,7 @@ TEST(Calibrate, SelectsBestInitialisationPerHeadAndBuildsEveryMethod) {
   groups.layers[1] = {attn::QuadraticKernel::taylor(two_groups(D)),
                       attn::QuadraticKernel::taylor(two_groups(D))};
   calib::CalibrationOptions o;
-  o.methods = calib::method_names();
+  o.methods = attn::method_names();
   o.fit.max_updates = 20;
   o.fit.val_every = 10;
   auto r = calib::calibrate({in}, &groups, o);
@@ -227,7 +228,7 @@ TEST(Calibrate, SelectsBestInitialisationPerHeadAndBuildsEveryMethod) {
     }
   }
   // The selected OAL kernels are the ones the method evaluates.
-  auto q = in.q_val.narrow(0, 0, 1), k = in.k_val.narrow(0, 0, 1), v = in.v_val.narrow(0, 0, 1);
+  auto q = in.data.q_val.narrow(0, 0, 1), k = in.data.k_val.narrow(0, 0, 1), v = in.data.v_val.narrow(0, 0, 1);
   auto direct = attn::QuadraticAttention::from_kernels(r.oal.layer(1), {}, false).forward(q, k, v);
   EXPECT_TRUE(direct.equal(r.layers[0].methods.at("oal")->forward(q, k, v)));
 

@@ -4,7 +4,7 @@
 
 #include "oal/core/error.h"
 #include "oal/eval/continuation_logprob.h"
-#include "train/tiny_model.h"
+#include "common/tiny_model.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include "oal/core/error.h"
 #include "oal/eval/model_bench.h"
 #include "oal/kernels/cpu/oal_plan.h"
-#include "train/tiny_model.h"
+#include "common/tiny_model.h"
 
 namespace oal::eval {
 namespace {

@@ -5,7 +5,7 @@
 #include "oal/attention/oal_method.h"
 #include "oal/core/error.h"
 #include "oal/model/hybrid.h"
-#include "train/tiny_model.h"
+#include "common/tiny_model.h"
 
 namespace {
 

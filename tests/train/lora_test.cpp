@@ -7,7 +7,7 @@
 #include "oal/core/error.h"
 #include "oal/model/lora.h"
 #include "oal/model/transformer.h"
-#include "train/tiny_model.h"
+#include "common/tiny_model.h"
 
 namespace {
 

@@ -25,7 +25,7 @@ struct BenchArgs {
   std::string dtypes = "bf16,fp32";
   std::string mode = "both", format = "md", out, out_svg, simd, gemm;
   int repeats = 3, warmup = 1, threads = 0, decode_steps = 32;
-  int64_t chunk = 64, groups = 5;
+  int64_t chunk = 64, groups = 5, heads = 14, kv_heads = 2, dim = 64;
   double max_call_seconds = 60;
   bool json = false, quiet = false;
   // --model: the model-level benchmark (eval/model_bench.h).
@@ -89,6 +89,9 @@ oal::eval::BenchConfig to_config(const BenchArgs& a) {
   c.max_call_seconds = a.max_call_seconds;
   c.shape.chunk = a.chunk;
   c.shape.oal_groups = a.groups;
+  c.shape.q_heads = a.heads;
+  c.shape.kv_heads = a.kv_heads;
+  c.shape.dim = c.shape.value_dim = a.dim;
   return c;
 }
 
@@ -183,6 +186,9 @@ oal::cli::Registrar reg{
                      "GEMM backend inside the kernels: own, blas or auto (default; same as "
                      "OAL_GEMM)");
       app.add_option("--groups", a->groups, "Groups of the 'oal' method")->capture_default_str();
+      app.add_option("--heads", a->heads, "Query heads (paper App. E: 14)")->capture_default_str();
+      app.add_option("--kv-heads", a->kv_heads, "Key/value heads (paper App. E: 2)")->capture_default_str();
+      app.add_option("--dim", a->dim, "Head dimension d = dv (paper App. E: 64)")->capture_default_str();
       app.add_option("--max-call-seconds", a->max_call_seconds,
                      "Skip a cell whose call is predicted to take longer")
           ->capture_default_str();

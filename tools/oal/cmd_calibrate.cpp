@@ -4,6 +4,7 @@
 
 #include "calib_options.h"
 #include "command.h"
+#include "oal/attention/registry.h"
 #include "oal/attention/kernel_json.h"
 #include "oal/calib/pipeline.h"
 #include "oal/calib/run_dir.h"
@@ -18,7 +19,7 @@ namespace {
 
 struct CalibrateArgs {
   std::string model, text, groups, tokenizer, out, layers;
-  std::string methods = "softmax,oal,global,taylorshift,performer,dijiang,spectraformer";
+  std::string methods = oal::attn::method_list(",");
   int64_t ctx = 256;
   oal::cli::SplitArgs split;
   oal::calib::CalibrationOptions options;
@@ -71,7 +72,7 @@ oal::cli::Registrar reg{
       app.add_option("--text", a->text, "Text file: one token stream cut into ctx-token blocks")
           ->required();
       app.add_option("--groups", a->groups, "Kernel JSON from `oal group` (needed for oal)");
-      app.add_option("--methods", a->methods, "Comma-separated methods")->capture_default_str();
+      app.add_option("--methods", a->methods, "Comma-separated methods (of " + oal::attn::method_list() + ")")->capture_default_str();
       app.add_option("--layers", a->layers, "Layers, e.g. 0,2,4-7 (default: all)");
       app.add_option("--ctx", a->ctx, "Block length in tokens")->capture_default_str();
       app.add_option("--out", a->out, "Run directory to write")->required();

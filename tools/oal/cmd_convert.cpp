@@ -6,12 +6,13 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
-#include "oal/train/pipeline.h"
+#include "oal/attention/registry.h"
+#include "oal/convert/pipeline.h"
 
 namespace {
 
 struct ConvertArgs {
-  oal::train::ConvertOptions o;
+  oal::convert::ConvertOptions o;
   std::string calib, tokenizer, out, init = "initial";
   bool json = false;
 };
@@ -20,8 +21,8 @@ void run(ConvertArgs& a) {
   a.o.calib = a.calib;
   a.o.tokenizer = a.tokenizer;
   a.o.out = a.out;
-  a.o.init = oal::train::parse_kernel_init(a.init);
-  const auto r = oal::train::run_convert(a.o);
+  a.o.init = oal::convert::parse_kernel_init(a.init);
+  const auto r = oal::convert::run_convert(a.o);
   if (a.json) {
     fmt::print("{}\n", nlohmann::json{{"method", r.method}, {"layers", r.layers},
                                       {"layer_range", r.plan.range_rule},
@@ -42,7 +43,7 @@ oal::cli::Registrar reg{
       app.add_option("--model", a->o.model, "Source model (HF dir or llama2.c .bin)")->required();
       app.add_option("--calib", a->calib, "Calibration run directory (oal calibrate)");
       app.add_option("--method", a->o.method,
-                     "oal | global | taylorshift | performer | dijiang | spectraformer | softmax")
+                     oal::attn::method_list(" | "))
           ->capture_default_str();
       app.add_option("--layers", a->o.layers,
                      "'default' (24+ layers: all but the first and last three, e.g. 3-20 of 24; "

@@ -2,10 +2,12 @@
 // App. A.2, Table 1): retained-error ratio R_S per baseline, Gaussian control and the
 // matched randomization test.
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include "calib_options.h"
 #include "command.h"
 #include "grouping_options.h"
+#include "oal/attention/registry.h"
 #include "oal/analysis/layer_groups.h"
 #include "oal/attention/kernel_json.h"
 #include "oal/calib/layer_data.h"
@@ -19,7 +21,8 @@
 namespace {
 
 struct DiagnoseArgs {
-  std::string model, text, groups, tokenizer, layers, methods = "performer,spectraformer,dijiang,taylorshift";
+  std::string model, text, groups, tokenizer, layers, methods =
+      fmt::format("{}", fmt::join(oal::attn::method_names(oal::attn::MethodKind::feature_map), ","));
   int64_t ctx = 256, seeds = 5;
   oal::cli::SplitArgs split;
   oal::eval::DiagnoseOptions options;
@@ -79,7 +82,7 @@ oal::cli::Registrar reg{
       app.add_option("--groups", a->groups, "Kernel JSON from `oal group` (bulk = group 0)")
           ->required();
       app.add_option("--layers", a->layers, "Layers (default: all in the groups file)");
-      app.add_option("--methods", a->methods, "Comma-separated baselines")->capture_default_str();
+      app.add_option("--methods", a->methods, "Comma-separated feature-map baselines")->capture_default_str();
       app.add_option("--ctx", a->ctx, "Block length in tokens")->capture_default_str();
       app.add_option("--positions", a->options.positions, "Sampled query positions per sequence")
           ->capture_default_str();

@@ -9,7 +9,7 @@
 #include "oal/eval/multiple_choice.h"
 #include "oal/model/find_tokenizer.h"
 #include "oal/text/tokenizer.h"
-#include "oal/train/convert.h"
+#include "oal/convert/convert.h"
 #include "progress_bar.h"
 
 namespace {
@@ -26,7 +26,7 @@ void run(const EvalArgs& a) {
   const LengthNorm norm = a.norm.empty() ? default_length_norm(task) : parse_length_norm(a.norm);
   const auto examples = load_mc_examples(task, a.data, a.limit);  // before the model loads
   auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
-  auto model = oal::train::load_transformer(a.model);
+  auto model = oal::convert::load_transformer(a.model);
   TokenizeFn tokenize = [&](const std::string& s) {
     auto ids = tok->encode(s, false);  // App. F.3: no BOS/EOS
     return std::vector<int64_t>(ids.begin(), ids.end());

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "oal/attention/registry.h"
 #include "oal/train/pipeline.h"
 #include "progress_bar.h"
 
@@ -27,7 +28,7 @@ void run(FinetuneArgs& a) {
   o.train_text = a.train;
   o.val_text = a.val;
   o.train_kernel = !a.freeze_kernel;
-  o.convert.init = oal::train::parse_kernel_init(a.init);
+  o.convert.init = oal::convert::parse_kernel_init(a.init);
   oal::cli::ProgressBar bar("finetune", !a.quiet);
   const auto r = oal::train::run_finetune(o, bar.fn());
   bar.finish();
@@ -78,7 +79,7 @@ oal::cli::Registrar reg{
       app.add_option("--model", o.convert.model, "Source model (HF dir or llama2.c .bin)")->required();
       app.add_option("--calib", a->calib, "Calibration run directory (oal calibrate); not needed for softmax");
       app.add_option("--method", o.convert.method,
-                     "oal | global | taylorshift | performer | dijiang | spectraformer | softmax")
+                     oal::attn::method_list(" | "))
           ->capture_default_str();
       app.add_option("--layers", o.convert.layers,
                      "Layers to convert: 'default' (24+ layers: all but the first and last three, "

@@ -5,6 +5,7 @@
 #include "calib_options.h"
 #include "command.h"
 #include "grouping_options.h"
+#include "oal/attention/registry.h"
 #include "oal/analysis/analysis_json.h"
 #include "oal/analysis/analyze.h"
 #include "oal/analysis/layer_groups.h"
@@ -26,7 +27,7 @@ namespace oa = oal::analysis;
 
 struct LinearizeArgs {
   std::string model, text, tokenizer, out, layers, prompt_text;
-  std::string methods = "softmax,oal,global,taylorshift,performer,dijiang,spectraformer";
+  std::string methods = oal::attn::method_list(",");
   int64_t ctx = 256, prompts = 40;
   oal::cli::SplitArgs split;
   oa::GroupingOptions grouping;
@@ -140,7 +141,7 @@ oal::cli::Registrar reg{
           ->required();
       app.add_option("--ctx", a->ctx, "Block / prompt length in tokens")->capture_default_str();
       app.add_option("--out", a->out, "Run directory")->required();
-      app.add_option("--methods", a->methods, "Comma-separated methods")->capture_default_str();
+      app.add_option("--methods", a->methods, "Comma-separated methods (of " + oal::attn::method_list() + ")")->capture_default_str();
       app.add_option("--layers", a->layers, "Layers (default: all)");
       app.add_option("--prompts", a->prompts, "Calibration prompts for the grouping")
           ->capture_default_str();

@@ -1,3 +1,4 @@
+#include "oal/io/json_file.h"
 #include "oal/analysis/analysis_json.h"
 
 #include <cmath>
@@ -198,15 +199,7 @@ void write_analysis(const std::filesystem::path& path, const AnalysisResult& res
 }
 
 AnalysisResult read_analysis(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), k_op, "cannot open '{}'", path.string());
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    fail(k_op, "'{}' is not valid JSON: {}", path.string(), e.what());
-  }
-  return analysis_from_json(j);
+  return analysis_from_json(io::read_json_file(path, k_op, "analysis.json from `oal analyze`"));
 }
 
 }  // namespace oal::analysis

@@ -31,9 +31,9 @@ QkvShape check_extend(std::string_view op, const at::Tensor& q, const at::Tensor
   auto ct = compute_dtype(q.scalar_type());
   check_dim(state.S, 4, op, "state S [B, Hkv, Df, Dv+1]");
   check(state.S.size(0) == s.batch && state.S.size(1) == s.kv_heads &&
-            state.S.size(2) == hd_feature_dim(s.dim) && state.S.size(3) == s.value_dim + 1,
+            state.S.size(2) == kernels::cpu::oal_feature_dim(s.dim) && state.S.size(3) == s.value_dim + 1,
         op, "state S is {}, inputs need [{}, {}, {}, {}]", shape_str(state.S), s.batch,
-        s.kv_heads, hd_feature_dim(s.dim), s.value_dim + 1);
+        s.kv_heads, kernels::cpu::oal_feature_dim(s.dim), s.value_dim + 1);
   check(state.S.scalar_type() == ct, op, "state dtype {} does not match compute dtype {}",
         c10::toString(state.S.scalar_type()), c10::toString(ct));
   check(state.S.device() == q.device(), op, "state and inputs on different devices");

@@ -53,8 +53,7 @@
 
 namespace oal::attn {
 
-// Df = 1 + d + d(d+1)/2 (2145 for d = 64): the kernels' feature size, one definition.
-inline int64_t hd_feature_dim(int64_t d) { return kernels::cpu::oal_feature_dim(d); }
+// Df = kernels::cpu::oal_feature_dim(d) = 1 + d + d(d+1)/2 (2145 for d = 64).
 
 // The recurrent state of one layer for a batch (layout above).
 struct HdState {
@@ -131,7 +130,7 @@ at::Tensor hd_recurrent(const at::Tensor& q, const at::Tensor& k, const at::Tens
 // options.backend is aten, a tensor is not on the CPU, the dtype is not fp32 or bf16, the
 // state is not fp32, or autograd is recording through q, k, v, kernels.L or the state.
 // The kernel computes the same function in fp32 (its intra-chunk weights are the same
-// factored form; see tests/attention/test_hd_dispatch.cpp for the tolerance).
+// factored form; tests/attention/test_op_consistency.cpp holds the tolerances).
 std::string hd_kernel_blocker(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                               const LayerKernels& kernels, const HdState& state,
                               const HdOptions& options);

@@ -20,7 +20,7 @@ HdState HdState::zeros(int64_t batch, int64_t kv_heads, int64_t dim, int64_t val
   check(dtype == at::kFloat || dtype == at::kDouble, "hd_state",
         "state dtype must be fp32 or fp64, got {}", c10::toString(dtype));
   HdState st;
-  st.S = at::zeros({batch, kv_heads, hd_feature_dim(dim), value_dim + 1},
+  st.S = at::zeros({batch, kv_heads, kernels::cpu::oal_feature_dim(dim), value_dim + 1},
                    at::TensorOptions().dtype(dtype).device(device));
   return st;
 }
@@ -29,7 +29,7 @@ int64_t HdState::dim() const {
   // Df = 1 + d + d(d+1)/2  =>  d² + 3d + 2 - 2 Df = 0.
   int64_t df = S.size(2);
   auto d = static_cast<int64_t>(std::llround((-3.0 + std::sqrt(1.0 + 8.0 * df)) / 2.0));
-  check(hd_feature_dim(d) == df, "hd_state", "feature size {} is not 1 + d + d(d+1)/2", df);
+  check(kernels::cpu::oal_feature_dim(d) == df, "hd_state", "feature size {} is not 1 + d + d(d+1)/2", df);
   return d;
 }
 

@@ -1,3 +1,4 @@
+#include "oal/io/json_file.h"
 #include "oal/attention/kernel_json.h"
 
 #include <fstream>
@@ -166,14 +167,7 @@ void write_kernels(const std::filesystem::path& path, const ModelKernels& kernel
 }
 
 ModelKernels read_kernels(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), k_op, "cannot open '{}'", path.string());
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    fail(k_op, "'{}' is not valid JSON: {}", path.string(), e.what());
-  }
+  const nlohmann::json j = io::read_json_file(path, k_op, "kernel JSON");
   try {
     bool official = j.is_object() && !j.contains("format") && j.contains("layers") &&
                     j["layers"].is_object() && !j["layers"].empty() &&

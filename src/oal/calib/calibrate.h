@@ -1,8 +1,10 @@
 #pragma once
 // Fitting every requested method's kernel parameters for some layers (paper App. B,
 // App. F.1): per query head for OAL, learned global, TaylorShift and DiJiang, per layer
-// for SpectraFormer; Performer has nothing to fit (fixed seeded draws). Independent
-// fits run in parallel (at::parallel_for; ATen ops inside run single-threaded).
+// for SpectraFormer; Performer has nothing to fit (fixed seeded draws). Each method's
+// calibrator (calibrators.h) lists its independent fits; they run in parallel
+// (at::parallel_for; ATen ops inside run single-threaded), the global kernel's before
+// OAL's, which start from it.
 //
 // Learned global: three initialisations per head — Taylor (1 + s + s²/2) and two
 // Gaussian perturbations of it (sigma `perturb_sigma` on every packed L entry, seeds
@@ -20,37 +22,18 @@
 
 #include "oal/attention/kernel_json.h"
 #include "oal/attention/method.h"
+#include "oal/calib/calibrators.h"
 #include "oal/calib/fit.h"
 #include "oal/core/progress.h"
 
 namespace oal::calib {
 
-// The methods `oal calibrate` knows, in table order.
-const std::vector<std::string>& method_names();  // softmax, oal, global, taylorshift, ...
-
-// Frozen tensors of one layer: q [N, Hq, T, D], k, v [N, Hkv, T, D|Dv], y (softmax
-// outputs) [N, Hq, T, Dv] for the training and validation blocks.
-struct LayerFitInput {
-  int64_t layer = 0;
-  at::Tensor q_train, k_train, v_train, y_train;
-  at::Tensor q_val, k_val, v_val, y_val;
-};
-
 struct CalibrationOptions {
-  std::vector<std::string> methods;  // any of method_names(); "softmax" has nothing to fit
+  std::vector<std::string> methods;  // registered names (attention/registry.h)
   FitSettings fit;
   uint64_t seed = 0;                 // draws (Performer, DiJiang, SpectraFormer) and sampling
   double perturb_sigma = 0.1;        // perturbed-initialisation noise
   ProgressFn progress;               // ("fits", detail = method)
-};
-
-// One finished fit (one head or layer, one initialisation).
-struct FitReport {
-  std::string method, init;
-  int64_t layer = 0, head = -1;  // head -1: a per-layer fit
-  double initial_val = 0, best_val = 0;
-  int64_t best_update = 0, updates = 0;
-  bool selected = false;         // the candidate kept for this head
 };
 
 struct LayerMethods {

@@ -47,8 +47,8 @@ std::vector<LayerFitInput> fit_inputs(const std::map<int64_t, model::LayerCaptur
     auto it = val.find(layer);
     check(it != val.end(), "calibrate", "layer {} captured for training but not validation", layer);
     const auto& va = it->second;
-    out.push_back({layer, tr.q, tr.k, tr.v, softmax_targets(tr), va.q, va.k, va.v,
-                   softmax_targets(va)});
+    out.push_back({layer, {tr.q, tr.k, tr.v, softmax_targets(tr), va.q, va.k, va.v,
+                           softmax_targets(va)}});
   }
   return out;
 }

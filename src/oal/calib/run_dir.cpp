@@ -1,3 +1,4 @@
+#include "oal/io/json_file.h"
 #include "oal/calib/run_dir.h"
 
 #include <fmt/format.h>
@@ -5,7 +6,7 @@
 #include <fstream>
 
 #include "oal/attention/feature_method.h"
-#include "oal/calib/method_factory.h"
+#include "oal/attention/registry.h"
 #include "oal/core/error.h"
 #include "oal/io/atomic_file.h"
 #include "oal/io/safetensors.h"
@@ -73,13 +74,7 @@ void write_run(const fs::path& dir, const CalibrationResult& result,
 LoadedRun read_run(const fs::path& dir) {
   const fs::path cj = dir / "calibration.json";
   check(fs::exists(cj), k_op, "{}: no calibration.json (run `oal calibrate` first)", dir.string());
-  std::ifstream in(cj);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    fail(k_op, "{}: not valid JSON: {}", cj.string(), e.what());
-  }
+  const nlohmann::json j = io::read_json_file(cj, k_op);
   check(j.value("format", "") == "oal-calibration" && j.value("version", 0) == 1, k_op,
         "{}: expected format oal-calibration version 1", cj.string());
   LoadedRun run;
@@ -100,7 +95,7 @@ LoadedRun read_run(const fs::path& dir) {
     lm.layer = lj.at("layer").get<int64_t>();
     for (const auto& name : run.methods) {
       const attn::ModelKernels* k = name == "oal" ? &oal : name == "global" ? &global : nullptr;
-      MethodShape shape{lm.layer, lj.value("q_heads", int64_t(0)), lj.value("kv_heads", int64_t(0)),
+      attn::MethodShape shape{lm.layer, lj.value("q_heads", int64_t(0)), lj.value("kv_heads", int64_t(0)),
                         lj.value("head_dim", int64_t(0))};
       if (k) {
         const auto& ks = k->layer(lm.layer);
@@ -110,7 +105,7 @@ LoadedRun read_run(const fs::path& dir) {
       } else if (name == "softmax") {
         shape = {lm.layer, 1, 1, 1};
       }
-      auto m = make_method(name, shape, seed, k);
+      auto m = attn::make_method(name, shape, seed, k);
       if (auto* fm = dynamic_cast<attn::FeatureMapMethod*>(m.get())) {
         attn::TensorMap params;
         const std::string prefix = fmt::format("{}.layers.{}.", name, lm.layer);

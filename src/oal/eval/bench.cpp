@@ -185,10 +185,12 @@ BenchReport run_bench(const BenchConfig& cfg, const ProgressFn& progress) {
   rep.isa = kernels::cpu::target_name(kernels::cpu::active_target());
   std::vector<BenchMethod> methods;
   for (const auto& name : cfg.methods) methods.push_back(make_bench_method(name, cfg.shape));
-  rep.gemm_gflops_fp32 = aten_gemm_rate(at::kFloat);
-  rep.gemm_gflops_bf16 = aten_gemm_rate(at::kBFloat16);
-  rep.gemm_gflops_kernels = kernel_gemm_rate();
-  rep.gemm_backends = gemm_backend_rates();
+  if (cfg.measure_gemm) {
+    rep.gemm_gflops_fp32 = aten_gemm_rate(at::kFloat);
+    rep.gemm_gflops_bf16 = aten_gemm_rate(at::kBFloat16);
+    rep.gemm_gflops_kernels = kernel_gemm_rate();
+    rep.gemm_backends = gemm_backend_rates();
+  }
   const double gemm_ref = std::max(rep.gemm_gflops_fp32, rep.gemm_gflops_kernels);
   const int64_t modes = (cfg.prefill ? 1 : 0) + (cfg.decode ? 1 : 0);
   const int64_t total = modes * static_cast<int64_t>(cfg.dtypes.size() * cfg.lengths.size() *

@@ -40,6 +40,7 @@ struct BenchConfig {
   double max_call_seconds = 60;   // skip a cell predicted (from the previous N) to exceed it
   double memory_fraction = 0.5;   // softmax-torch: skip when its N² scores exceed this
                                   // share of MemAvailable
+  bool measure_gemm = true;       // false: no GEMM-rate reference (%GEMM columns stay 0)
   BenchShape shape;
 };
 

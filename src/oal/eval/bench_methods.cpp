@@ -2,17 +2,21 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
+
+#include <fmt/ranges.h>
 
 #include "oal/attention/kernel_blocker.h"
 #include "oal/attention/oal_method.h"
 #include "oal/attention/quadratic.h"
 #include "oal/attention/softmax_method.h"
-#include "oal/calib/method_factory.h"
+#include "oal/attention/registry.h"
 #include "oal/core/error.h"
 #include "oal/eval/bench.h"
+
 #include "oal/kernels/cpu/oal_prefill.h"
 
 namespace oal::eval {
@@ -185,49 +189,21 @@ BenchMethod quadratic_method(const BenchShape& s, std::string name, int64_t grou
 }
 
 // Whole-sequence feature maps dominate a baseline's prefill memory: q and k features
-// [B, Hq + Hkv, N, F] plus about two temporaries of that size. F and its element size
-// per method (attention/*.h): TaylorShift 1 + d + d(d+1)/2 fp32, Performer 250 fp32,
-// DiJiang d fp32, SpectraFormer d + 1 fp64.
-int64_t baseline_feature_bytes(const std::string& name, const BenchShape& s, int64_t n) {
-  const int64_t d = s.dim;
-  int64_t f = d, elem = 4;
-  if (name == "taylorshift") f = 1 + d + d * (d + 1) / 2;
-  if (name == "performer") f = 250;
-  if (name == "spectraformer") f = d + 1, elem = 8;
-  return 3 * s.batch * (s.q_heads + s.kv_heads) * n * f * elem;
+// [B, Hq + Hkv, N, F] plus about two temporaries of that size (F and its element size
+// from the method registry).
+int64_t baseline_feature_bytes(const attn::MethodSpec& spec, const BenchShape& s, int64_t n) {
+  const attn::FeatureSize f = spec.features(s.dim);
+  return 3 * s.batch * (s.q_heads + s.kv_heads) * n * f.dim * f.element_bytes;
 }
 
-std::map<std::string, BenchFactory>& registry() {
-  static std::map<std::string, BenchFactory> r;
-  return r;
-}
-
-std::vector<std::string>& order() {
-  static std::vector<std::string> o = {"softmax-flash", "softmax-torch", "oal", "global",
-                                       "taylorshift", "performer", "dijiang", "spectraformer"};
-  return o;
-}
-
-void ensure_builtins() {
-  auto& r = registry();
-  if (!r.empty()) return;
-  r["softmax-flash"] = softmax_flash;
-  r["softmax-torch"] = softmax_torch;
-  r["oal"] = [](const BenchShape& s) { return quadratic_method(s, "oal", s.oal_groups); };
-  r["global"] = [](const BenchShape& s) { return quadratic_method(s, "global", 1); };
-  // The baselines through their AttentionMethod (initial parameters; speed does not
-  // depend on fitted values): ATen code, no FLOP model.
-  for (const char* name : {"taylorshift", "performer", "dijiang", "spectraformer"})
-    r[name] = [name](const BenchShape& s) {
-      const calib::MethodShape ms{0, s.q_heads, s.kv_heads, s.dim};
-      BenchMethod m =
-          bench_method_from_attention(calib::make_method(name, ms, s.seed, nullptr), s);
-      m.name = name;
-      m.prefill_bytes = [s, name](int64_t n, at::ScalarType) {
-        return baseline_feature_bytes(name, s, n);
-      };
-      return m;
-    };
+// A feature-map baseline through its AttentionMethod (initial parameters; speed does not
+// depend on fitted values): ATen code, no FLOP model.
+BenchMethod baseline_method(const attn::MethodSpec& spec, const BenchShape& s) {
+  const attn::MethodShape ms{0, s.q_heads, s.kv_heads, s.dim};
+  BenchMethod m = bench_method_from_attention(attn::make_method(spec.name, ms, s.seed, nullptr), s);
+  m.name = spec.name;
+  m.prefill_bytes = [s, &spec](int64_t n, at::ScalarType) { return baseline_feature_bytes(spec, s, n); };
+  return m;
 }
 
 }  // namespace
@@ -246,26 +222,23 @@ attn::LayerKernels bench_kernels(const BenchShape& s, int64_t groups) {
   return attn::LayerKernels::from(heads, at::kFloat);
 }
 
-void register_bench_method(const std::string& name, BenchFactory factory) {
-  ensure_builtins();
-  if (registry().count(name) == 0) order().push_back(name);
-  registry()[name] = std::move(factory);
-}
-
 std::vector<std::string> bench_method_names() {
-  ensure_builtins();
-  return order();
+  std::vector<std::string> out{"softmax-flash", "softmax-torch"};
+  for (const auto& spec : attn::method_registry())
+    if (spec.kind != attn::MethodKind::exact) out.emplace_back(spec.name);
+  return out;
 }
 
 BenchMethod make_bench_method(const std::string& name, const BenchShape& shape) {
-  ensure_builtins();
-  auto it = registry().find(name);
-  if (it == registry().end()) {
-    std::string known;
-    for (const auto& n : order()) known += (known.empty() ? "" : ", ") + n;
-    fail("bench", "unknown method '{}': expected one of {}", name, known);
-  }
-  return it->second(shape);
+  if (name == "softmax-flash") return softmax_flash(shape);
+  if (name == "softmax-torch") return softmax_torch(shape);
+  const auto names = bench_method_names();
+  check(name != "softmax" && std::find(names.begin(), names.end(), name) != names.end(), "bench",
+        "unknown method '{}': expected one of {}", name, fmt::join(names, ", "));
+  const attn::MethodSpec& spec = attn::method_spec(name);
+  if (spec.kind == attn::MethodKind::quadratic)
+    return quadratic_method(shape, name, name == "oal" ? shape.oal_groups : 1);
+  return baseline_method(spec, shape);
 }
 
 BenchMethod bench_method_from_attention(std::shared_ptr<const attn::AttentionMethod> method,

@@ -2,10 +2,9 @@
 // The attention methods `oal bench` can time, by name. Built in: softmax-flash (the CPU
 // flash-style kernel), softmax-torch (what a LibTorch user writes: matmul + mask +
 // softmax + matmul on repeated KV heads), oal (G = 5 groups, CPU kernels), global
-// (G = 1, same kernels), and the baselines taylorshift, performer, dijiang,
-// spectraformer (their AttentionMethod, calib/method_factory.h). Any other
-// attn::AttentionMethod can be added with register_bench_method(name, factory) using
-// bench_method_from_attention; the registry is the list `--methods` accepts.
+// (G = 1, same kernels), and every other registered method (attention/registry.h)
+// through its AttentionMethod. Any other attn::AttentionMethod can be timed with
+// bench_method_from_attention.
 #include <ATen/ATen.h>
 
 #include <cstdint>
@@ -59,16 +58,12 @@ struct BenchMethod {
   std::shared_ptr<std::string> notice = std::make_shared<std::string>();
 };
 
-using BenchFactory = std::function<BenchMethod(const BenchShape&)>;
-
 // Kernels of one layer for speed measurements (speed does not depend on fitted values):
 // `groups` groups per query head (group 0 the bulk, the others two dims each, spread
 // over the head), Taylor-initialised and perturbed (seeded) so heads differ. fp32 L.
 attn::LayerKernels bench_kernels(const BenchShape& shape, int64_t groups);
 
-// Adds (or replaces) a named method. Thread-unsafe; call before run_bench.
-void register_bench_method(const std::string& name, BenchFactory factory);
-// Registered names, built-ins first.
+// softmax-flash, softmax-torch, then every non-softmax registered method.
 std::vector<std::string> bench_method_names();
 // Throws oal::Error("bench") naming the known methods when `name` is unknown.
 BenchMethod make_bench_method(const std::string& name, const BenchShape& shape);

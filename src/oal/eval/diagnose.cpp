@@ -14,7 +14,7 @@
 #include "oal/attention/feature_method.h"
 #include "oal/attention/random_draws.h"
 #include "oal/calib/fit.h"
-#include "oal/calib/method_factory.h"
+#include "oal/attention/registry.h"
 #include "oal/core/blas_threads.h"
 #include "oal/core/error.h"
 
@@ -82,7 +82,7 @@ std::vector<std::shared_ptr<attn::FeatureMapMethod>> seed_methods(const std::str
   const bool deterministic = name == "taylorshift";
   for (uint64_t s : o.seeds) {
     auto m = std::dynamic_pointer_cast<attn::FeatureMapMethod>(
-        calib::make_method(name, {layer, Hq, Hq, D}, s, nullptr));
+        attn::make_method(name, {layer, Hq, Hq, D}, s, nullptr));
     check(m != nullptr, k_op, "method '{}' is not a feature-map baseline", name);
     out.push_back(m);
     if (deterministic) break;

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "oal/calib/layer_data.h"
-#include "oal/calib/method_factory.h"
+#include "oal/attention/registry.h"
 #include "oal/core/error.h"
 
 namespace oal::eval {
@@ -17,7 +17,7 @@ FidelityResult evaluate_run(const model::Transformer& model, const std::vector<i
   if (layers.empty())
     for (const auto& lm : methods) layers.push_back(lm.layer);
   if (order.empty())
-    for (const auto& name : calib::method_names())
+    for (const auto& name : attn::method_names())
       if (methods[0].methods.count(name)) order.push_back(name);
   calib::SplitBlocks blocks = calib::split_blocks(stream, ctx, split);
   auto caps = calib::capture_qkv(model, blocks.eval, layers, capture_progress);
@@ -29,7 +29,7 @@ FidelityResult evaluate_run(const model::Transformer& model, const std::vector<i
     const auto& c = caps.at(l);
     FidelityLayer fl{l, c.q, c.k, c.v, c.wo, it->methods};
     if (!fl.methods.count("softmax"))
-      fl.methods["softmax"] = calib::make_method("softmax", {l, 1, 1, 1}, 0, nullptr);
+      fl.methods["softmax"] = attn::make_method("softmax", {l, 1, 1, 1}, 0, nullptr);
     in.push_back(std::move(fl));
   }
   if (std::find(order.begin(), order.end(), "softmax") == order.end())

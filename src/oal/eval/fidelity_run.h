@@ -14,7 +14,7 @@ namespace oal::eval {
 
 // `layers`: the layers to evaluate (empty: every layer in `methods`); each must be in
 // `methods`. `order`: method names to report (empty: the table order of
-// calib::method_names() filtered to what the run has).
+// attn::method_names() filtered to what the run has).
 FidelityResult evaluate_run(const model::Transformer& model, const std::vector<int32_t>& stream,
                             int64_t ctx, const calib::BlockSplit& split,
                             const std::vector<calib::LayerMethods>& methods,

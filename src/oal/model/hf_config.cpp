@@ -1,3 +1,4 @@
+#include "oal/io/json_file.h"
 #include "oal/model/hf_config.h"
 
 #include <fstream>
@@ -185,15 +186,15 @@ ModelConfig parse_hf_config(const json& j, const std::string& src) {
 }
 
 ModelConfig read_hf_config(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  check(in.is_open(), k_op, "{}: cannot open (expected an HF config.json)", path.string());
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    fail(k_op, "{}: not valid JSON: {}", path.string(), e.what());
-  }
-  return parse_hf_config(j, path.string());
+  return parse_hf_config(io::read_json_file(path, k_op, "an HF config.json"), path.string());
+}
+
+nlohmann::json rope_scaling_to_json(const RopeScaling& r) {
+  return {{"rope_type", "llama3"},
+          {"factor", r.factor},
+          {"low_freq_factor", r.low_freq_factor},
+          {"high_freq_factor", r.high_freq_factor},
+          {"original_max_position_embeddings", r.original_max_position_embeddings}};
 }
 
 json hf_config_to_json(const ModelConfig& c) {
@@ -221,12 +222,7 @@ json hf_config_to_json(const ModelConfig& c) {
             {"torch_dtype", "float32"}};
   if (!qwen2) j["attention_bias"] = c.attention_bias;
   if (c.rope_scaling) {
-    j["rope_scaling"] = {{"rope_type", "llama3"},
-                         {"factor", c.rope_scaling->factor},
-                         {"low_freq_factor", c.rope_scaling->low_freq_factor},
-                         {"high_freq_factor", c.rope_scaling->high_freq_factor},
-                         {"original_max_position_embeddings",
-                          c.rope_scaling->original_max_position_embeddings}};
+    j["rope_scaling"] = rope_scaling_to_json(*c.rope_scaling);
   } else {
     j["rope_scaling"] = nullptr;
   }

@@ -25,6 +25,9 @@ ModelConfig parse_hf_config(const nlohmann::json& j, const std::string& source);
 // Reads and parses `path` (a config.json file).
 ModelConfig read_hf_config(const std::filesystem::path& path);
 
+// HF's llama3 rope_scaling object (also in `oal info --json`).
+nlohmann::json rope_scaling_to_json(const RopeScaling& scaling);
+
 // The config.json object for `config` (half-layout RoPE only: llama2.c's adjacent
 // layout has no HF equivalent).
 nlohmann::json hf_config_to_json(const ModelConfig& config);

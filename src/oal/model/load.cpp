@@ -1,3 +1,4 @@
+#include "oal/io/json_file.h"
 #include "oal/model/load.h"
 
 #include <fstream>
@@ -18,15 +19,7 @@ constexpr std::string_view k_op = "load";
 constexpr const char* k_index_name = "model.safetensors.index.json";
 constexpr const char* k_single_name = "model.safetensors";
 
-nlohmann::json read_json(const fs::path& p) {
-  std::ifstream in(p);
-  check(in.is_open(), k_op, "{}: cannot open", p.string());
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    fail(k_op, "{}: not valid JSON: {}", p.string(), e.what());
-  }
-}
+nlohmann::json read_json(const fs::path& p) { return io::read_json_file(p, k_op); }
 
 // A shard file name from an index must stay inside the model directory.
 fs::path shard_path(const fs::path& dir, const std::string& name, const fs::path& index) {

@@ -1,3 +1,4 @@
+#include "oal/model/hf_config.h"
 #include "oal/model/model_summary.h"
 
 #include <fmt/format.h>
@@ -92,12 +93,7 @@ nlohmann::json summary_json(const ModelWeights& w) {
                       {"bytes", s.bytes},
                       {"dtypes", s.dtype_params}};
   if (c.rope_scaling)
-    j["rope_scaling"] = {{"rope_type", "llama3"},
-                         {"factor", c.rope_scaling->factor},
-                         {"low_freq_factor", c.rope_scaling->low_freq_factor},
-                         {"high_freq_factor", c.rope_scaling->high_freq_factor},
-                         {"original_max_position_embeddings",
-                          c.rope_scaling->original_max_position_embeddings}};
+    j["rope_scaling"] = rope_scaling_to_json(*c.rope_scaling);
   if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
   if (!c.eos_token_ids.empty()) j["eos_token_ids"] = c.eos_token_ids;
   return j;

@@ -1,3 +1,4 @@
+#include "oal/io/json_file.h"
 #include "oal/model/synthetic.h"
 
 #include <cmath>
@@ -258,14 +259,7 @@ void write_synthetic_model(const fs::path& dir, const SyntheticOptions& o) {
 
 std::vector<std::vector<int64_t>> read_planted_dims(const fs::path& dir) {
   const fs::path p = dir / "config.json";
-  std::ifstream in(p);
-  check(in.is_open(), k_op, "{}: cannot open", p.string());
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    fail(k_op, "{}: not valid JSON: {}", p.string(), e.what());
-  }
+  const nlohmann::json j = io::read_json_file(p, k_op);
   if (!j.contains("oal_synthetic")) return {};
   try {
     return j["oal_synthetic"].at("planted_dims").get<std::vector<std::vector<int64_t>>>();

@@ -1,3 +1,4 @@
+#include "oal/io/json_file.h"
 #include "oal/text/hf_bpe_spec.h"
 
 #include <fstream>
@@ -11,15 +12,7 @@ namespace {
 using json = nlohmann::json;
 constexpr std::string_view k_op = "tokenizer.json";
 
-json read_json(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), k_op, "cannot open '{}'", path.string());
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    fail(k_op, "'{}' is not valid JSON: {}", path.string(), e.what());
-  }
-}
+json read_json(const std::filesystem::path& path) { return io::read_json_file(path, k_op); }
 
 const json& field(const json& obj, const char* name, const std::string& where) {
   check(obj.is_object() && obj.contains(name), k_op, "{}: missing field '{}'", where, name);

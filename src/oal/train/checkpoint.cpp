@@ -1,3 +1,4 @@
+#include "oal/io/json_file.h"
 #include "oal/train/checkpoint.h"
 
 #include <fmt/format.h>
@@ -24,13 +25,7 @@ std::string read_all(const fs::path& p) {
   return s.str();
 }
 
-nlohmann::json read_json(const fs::path& p) {
-  try {
-    return nlohmann::json::parse(read_all(p));
-  } catch (const nlohmann::json::exception& e) {
-    fail(k_op, "'{}' is not valid JSON: {}", p.string(), e.what());
-  }
-}
+nlohmann::json read_json(const fs::path& p) { return io::read_json_file(p, k_op); }
 
 void call(const CheckpointFaultHook& hook, std::string_view stage) {
   if (hook) hook(stage);

@@ -13,7 +13,7 @@
 #include "oal/text/block_tensor.h"
 #include "oal/text/corpus.h"
 #include "oal/text/tokenizer.h"
-#include "oal/train/convert.h"
+#include "oal/convert/convert.h"
 
 namespace oal::train {
 namespace fs = std::filesystem;
@@ -51,30 +51,6 @@ at::Tensor text_blocks(const text::Tokenizer& tok, const fs::path& file, int64_t
 
 }  // namespace
 
-ConversionPlan plan_conversion(const ConvertOptions& o, int64_t num_layers) {
-  ConversionPlan p;
-  p.from_calibration = starts_from_calibration(o.method, o.init);
-  if (o.method == "softmax") return p;
-  p.layers = model::parse_converted_layers(o.layers, num_layers);
-  p.range_rule = o.layers.empty() || o.layers == "default"
-                     ? model::default_range_rule(num_layers)
-                     : fmt::format("explicit: --layers {} of {}", o.layers, num_layers);
-  return p;
-}
-
-ConvertResult run_convert(const ConvertOptions& o) {
-  check(!o.out.empty(), "convert", "no output directory given (--out)");
-  model::ModelWeights w = model::load_model(o.model);
-  const ConversionPlan plan = plan_conversion(o, w.config.num_layers);
-  const auto& layers = plan.layers;
-  auto methods = methods_from_calibration(o.calib, w, o.method, layers, false, o.init);
-  const fs::path tok = model::find_tokenizer(o.model, o.tokenizer);
-  model::Transformer t(w);
-  model::apply_hybrid(t, methods);
-  export_converted(o.out, w, t, o.method, layers, o.model, tok);
-  return {layers, o.method, o.out, plan};
-}
-
 FinetuneRunResult run_finetune(const FinetuneRunOptions& o, const ProgressFn& progress,
                                const FinetuneHooks& hooks) {
   // ---- validate everything cheap first --------------------------------------------
@@ -92,9 +68,9 @@ FinetuneRunResult run_finetune(const FinetuneRunOptions& o, const ProgressFn& pr
         "ctx {} is longer than the model supports (max_position_embeddings {})", o.ctx,
         cfg.max_position_embeddings);
   FinetuneRunResult res;
-  res.plan = plan_conversion(c, cfg.num_layers);
+  res.plan = convert::plan_conversion(c, cfg.num_layers);
   res.layers = res.plan.layers;
-  auto methods = methods_from_calibration(c.calib, w, c.method, res.layers, o.train_kernel, c.init);
+  auto methods = convert::methods_from_calibration(c.calib, w, c.method, res.layers, o.train_kernel, c.init);
   const fs::path tok_path = model::find_tokenizer(c.model, c.tokenizer);
   auto tok = text::load_tokenizer(tok_path);
   FinetuneData data{text_blocks(*tok, o.train_text, o.ctx, o.train_blocks),
@@ -112,7 +88,7 @@ FinetuneRunResult run_finetune(const FinetuneRunOptions& o, const ProgressFn& pr
     for (int64_t l : res.layers)
       for (auto p : model.attention(l).parameters()) p.set_data(p.data().to(device));
   auto lora = model::LoraAdapters::attach(model, o.lora, o.train.seed);
-  const auto kernel = o.train_kernel ? kernel_parameters(model, res.layers)
+  const auto kernel = o.train_kernel ? convert::kernel_parameters(model, res.layers)
                                      : std::map<std::string, at::Tensor>{};
   res.lora_parameters = lora.num_parameters();
   for (const auto& [n, t] : kernel) res.kernel_parameters += t.numel();
@@ -132,7 +108,7 @@ FinetuneRunResult run_finetune(const FinetuneRunOptions& o, const ProgressFn& pr
     io::write_safetensors(c.out / "kernel_params.safetensors", kt);
   }
   res.model_dir = c.out / "model";
-  export_converted(res.model_dir, lora.merged(w), model, c.method, res.layers, c.model, tok_path);
+  convert::export_converted(res.model_dir, lora.merged(w), model, c.method, res.layers, c.model, tok_path);
 
   nlohmann::json j;
   j["model"] = c.model;
@@ -140,7 +116,7 @@ FinetuneRunResult run_finetune(const FinetuneRunOptions& o, const ProgressFn& pr
   j["method"] = c.method;
   j["layers"] = res.layers;
   j["layer_range"] = res.plan.range_rule;
-  j["init"] = kernel_init_name(c.init);
+  j["init"] = convert::kernel_init_name(c.init);
   j["kernel_start"] = res.plan.from_calibration ? "calibrated" : "initial";
   j["ctx"] = o.ctx;
   j["steps"] = o.train.steps;

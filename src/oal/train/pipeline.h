@@ -1,7 +1,7 @@
 #pragma once
-// End-to-end conversion and adaptation as the CLI runs them (`oal convert`,
-// `oal finetune`, the demo): validate every input before any work, build the hybrid
-// model, fine-tune with LoRA + kernel parameters, export.
+// End-to-end adaptation as `oal finetune` and the demo run it: validate every input
+// before any work, build the hybrid model (convert/pipeline.h), fine-tune with LoRA +
+// kernel parameters, export.
 //
 // `oal finetune` writes into `out`:
 //   checkpoints/, last.json, best.json   (checkpoint.h; --resume continues from last)
@@ -16,44 +16,14 @@
 
 #include "oal/core/progress.h"
 #include "oal/model/lora.h"
-#include "oal/train/convert.h"
+#include "oal/convert/convert.h"
+#include "oal/convert/pipeline.h"
 #include "oal/train/finetune.h"
 
 namespace oal::train {
 
-struct ConvertOptions {
-  std::string model;                 // source model path
-  std::filesystem::path calib;       // calibration run directory (not for "softmax")
-  std::string method = "oal";        // oal | global | taylorshift | performer | dijiang | spectraformer | softmax
-  std::string layers = "default";    // "default" (model/hybrid.h rule) or an index list ("1-3")
-  std::filesystem::path tokenizer;   // empty: found beside the model
-  std::filesystem::path out;         // converted directory to write
-  KernelInit init = KernelInit::initial;  // baselines from their initial values (App. F)
-};
-
-// How the converted layers were chosen and where their parameters start, for printing.
-struct ConversionPlan {
-  std::vector<int64_t> layers;
-  std::string range_rule;       // default_range_rule(), or "explicit: ..." for a user list
-  bool from_calibration = true; // starts_from_calibration(method, init)
-};
-
-struct ConvertResult {
-  std::vector<int64_t> layers;
-  std::string method;
-  std::filesystem::path out;
-  ConversionPlan plan;
-};
-
-// The layers and parameter start of a conversion of a `num_layers` model. Throws
-// oal::Error for a bad layer spec or init.
-ConversionPlan plan_conversion(const ConvertOptions& options, int64_t num_layers);
-
-// Converts without training (the "unadapted converted model").
-ConvertResult run_convert(const ConvertOptions& options);
-
 struct FinetuneRunOptions {
-  ConvertOptions convert;            // model, calib, method, layers, tokenizer; out = run dir
+  convert::ConvertOptions convert;            // model, calib, method, layers, tokenizer; out = run dir
   std::filesystem::path train_text;  // text files: one token stream each (no BOS)
   std::filesystem::path val_text;
   std::string train_blocks = "all";  // block ranges (text/corpus.h "A:B")
@@ -69,7 +39,7 @@ struct FinetuneRunOptions {
 struct FinetuneRunResult {
   FinetuneResult train;
   std::vector<int64_t> layers;
-  ConversionPlan plan;
+  convert::ConversionPlan plan;
   int64_t lora_parameters = 0;
   int64_t kernel_parameters = 0;
   int64_t train_blocks = 0, val_blocks = 0;

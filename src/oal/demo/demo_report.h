@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace oal::eval {
+namespace oal::demo {
 
 struct DemoSection {
   std::string title;
@@ -26,4 +26,4 @@ struct DemoReport {
   std::string to_markdown() const;
 };
 
-}  // namespace oal::eval
+}  // namespace oal::demo

@@ -1,9 +1,10 @@
-#include "oal/eval/demo_fidelity.h"
+#include "oal/demo/demo_fidelity.h"
 
 #include <fmt/format.h>
 
 #include "oal/analysis/contribution.h"
 #include "oal/analysis/grouping.h"
+#include "oal/attention/registry.h"
 #include "oal/calib/layer_data.h"
 #include "oal/calib/pipeline.h"
 #include "oal/eval/fidelity_run.h"
@@ -12,7 +13,7 @@
 #include "oal/text/corpus.h"
 #include "oal/text/tokenizer.h"
 
-namespace oal::eval {
+namespace oal::demo {
 namespace {
 
 // Fixed-budget groups from χ on the training blocks (the quick variant of App. B).
@@ -42,7 +43,7 @@ DemoSection fidelity_demo(const FidelityDemoOptions& o, const ProgressFn& progre
   const model::Transformer m(model::load_model(o.model));
   calib::ModelCalibrationOptions co;
   co.ctx = o.ctx;
-  co.calibration.methods = calib::method_names();
+  co.calibration.methods = attn::method_names();
   co.calibration.fit.max_updates = o.max_updates;
   co.calibration.fit.val_every = std::max<int64_t>(1, o.max_updates / 4);
   co.calibration.fit.patience = o.max_updates;
@@ -51,7 +52,7 @@ DemoSection fidelity_demo(const FidelityDemoOptions& o, const ProgressFn& progre
   const calib::SplitBlocks blocks = calib::split_blocks(stream, o.ctx, co.split);
   const attn::ModelKernels groups = budget_groups(m, blocks.train, o.group_budget);
   const calib::CalibrationResult r = calib::calibrate_model(m, stream, &groups, co);
-  const FidelityResult f = evaluate_run(m, stream, o.ctx, co.split, r.layers, {}, {});
+  const eval::FidelityResult f = eval::evaluate_run(m, stream, o.ctx, co.split, r.layers, {}, {});
   DemoSection s;
   s.title = "Frozen-attention fidelity (Table 2 layout)";
   s.notes = {fmt::format("model {}, text {}, {} held-out blocks of {} tokens, all layers", o.model,
@@ -69,4 +70,4 @@ DemoSection fidelity_demo(const FidelityDemoOptions& o, const ProgressFn& progre
   return s;
 }
 
-}  // namespace oal::eval
+}  // namespace oal::demo

@@ -7,9 +7,9 @@
 #include <cstdint>
 
 #include "oal/core/progress.h"
-#include "oal/eval/demo_report.h"
+#include "oal/demo/demo_report.h"
 
-namespace oal::train {
+namespace oal::demo {
 
 struct AdaptDemoOptions {
   int64_t layers = 4, heads = 4, kv_heads = 2, hidden = 64;
@@ -21,6 +21,6 @@ struct AdaptDemoOptions {
 
 // Works in a fresh temporary directory (removed afterwards). Throws oal::Error on
 // invalid sizes.
-eval::DemoSection adapt_demo(const AdaptDemoOptions& options, const ProgressFn& progress = {});
+DemoSection adapt_demo(const AdaptDemoOptions& options, const ProgressFn& progress = {});
 
-}  // namespace oal::train
+}  // namespace oal::demo

@@ -1,4 +1,4 @@
-#include "oal/eval/demo_analysis.h"
+#include "oal/demo/demo_analysis.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -10,7 +10,7 @@
 #include "oal/model/synthetic.h"
 #include "oal/model/transformer.h"
 
-namespace oal::eval {
+namespace oal::demo {
 namespace {
 
 // Deterministic random token ids in [3, vocab), lengths 16..36.
@@ -100,4 +100,4 @@ DemoSection analysis_demo(const AnalysisDemoOptions& o, const ProgressFn& progre
   return s;
 }
 
-}  // namespace oal::eval
+}  // namespace oal::demo

@@ -12,10 +12,10 @@
 #include "oal/calib/run_dir.h"
 #include "oal/core/error.h"
 #include "oal/model/fingerprint.h"
-#include "oal/train/convert.h"
-#include "tiny_model.h"
+#include "oal/convert/convert.h"
+#include "common/tiny_model.h"
 
-namespace oal::train {
+namespace oal::convert {
 namespace {
 
 // A calibration run of `weights` holding Taylor-initialised OAL kernels for layer 1.
@@ -152,4 +152,4 @@ TEST(KernelInit, MethodsFromCalibrationFollowTheRule) {
 }
 
 }  // namespace
-}  // namespace oal::train
+}  // namespace oal::convert

@@ -1,4 +1,4 @@
-#include "oal/train/demo_adapt.h"
+#include "oal/demo/demo_adapt.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
@@ -14,10 +14,10 @@
 #include "oal/model/hybrid.h"
 #include "oal/model/lora.h"
 #include "oal/model/synthetic.h"
-#include "oal/train/convert.h"
+#include "oal/convert/convert.h"
 #include "oal/train/finetune.h"
 
-namespace oal::train {
+namespace oal::demo {
 namespace fs = std::filesystem;
 namespace {
 
@@ -47,7 +47,7 @@ std::shared_ptr<attn::QuadraticAttention> planted_oal(const model::ModelConfig& 
 
 }  // namespace
 
-eval::DemoSection adapt_demo(const AdaptDemoOptions& o, const ProgressFn& progress) {
+DemoSection adapt_demo(const AdaptDemoOptions& o, const ProgressFn& progress) {
   model::SyntheticOptions so;
   so.num_layers = o.layers;
   so.num_heads = o.heads;
@@ -58,24 +58,24 @@ eval::DemoSection adapt_demo(const AdaptDemoOptions& o, const ProgressFn& progre
   const model::ModelWeights w = model::make_synthetic_weights(so);
   const auto planted = model::synthetic_planted_dims(so);
   const auto& cfg = w.config;
-  const FinetuneData data{pattern_blocks(o.train_blocks, o.ctx, cfg.vocab_size, o.seed + 1),
+  const train::FinetuneData data{pattern_blocks(o.train_blocks, o.ctx, cfg.vocab_size, o.seed + 1),
                           pattern_blocks(o.val_blocks, o.ctx, cfg.vocab_size, o.seed + 2)};
 
-  const double softmax_nll = mean_block_nll(model::Transformer(w), data.val);
+  const double softmax_nll = train::mean_block_nll(model::Transformer(w), data.val);
   model::Transformer m(w);
   const auto layers = model::default_converted_layers(cfg.num_layers);
   for (int64_t l : layers) m.set_attention(l, planted_oal(cfg, planted.at(size_t(l))));
   auto lora = model::LoraAdapters::attach(m, {}, o.seed);
-  FinetuneOptions fo;
+  train::FinetuneOptions fo;
   fo.steps = o.steps;
   fo.eval_every = std::max<int64_t>(1, o.steps / 4);
   fo.seed = o.seed;
   fo.adamw.lr = 2e-3;  // a short run: higher than the paper's 5e-4 over 512 updates
   const fs::path dir = fs::temp_directory_path() / fmt::format("oal-demo-adapt-{}", ::getpid());
   fs::remove_all(dir);
-  FinetuneResult r;
+  train::FinetuneResult r;
   try {
-    r = finetune(m, lora, kernel_parameters(m, layers), data, fo, dir, false, progress);
+    r = train::finetune(m, lora, convert::kernel_parameters(m, layers), data, fo, dir, false, progress);
   } catch (...) {
     fs::remove_all(dir);
     throw;
@@ -90,7 +90,7 @@ eval::DemoSection adapt_demo(const AdaptDemoOptions& o, const ProgressFn& progre
   m.extend_hidden(data.val.narrow(0, 0, 1).narrow(1, o.ctx / 4, o.ctx - o.ctx / 4), states);
   const auto long_bytes = model::layer_state_bytes(m, states);
 
-  eval::DemoSection s;
+  DemoSection s;
   s.title = "Conversion and LoRA adaptation (synthetic model)";
   s.notes = {
       fmt::format("synthetic Llama-style model: {} layers, {} query / {} KV heads, head_dim {}, "
@@ -125,4 +125,4 @@ eval::DemoSection adapt_demo(const AdaptDemoOptions& o, const ProgressFn& progre
   return s;
 }
 
-}  // namespace oal::train
+}  // namespace oal::demo

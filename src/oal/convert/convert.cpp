@@ -1,4 +1,5 @@
-#include "oal/train/convert.h"
+#include "oal/io/json_file.h"
+#include "oal/convert/convert.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -10,7 +11,7 @@
 
 #include "oal/attention/feature_method.h"
 #include "oal/attention/oal_method.h"
-#include "oal/calib/method_factory.h"
+#include "oal/attention/registry.h"
 #include "oal/core/error.h"
 #include "oal/io/atomic_file.h"
 #include "oal/io/safetensors.h"
@@ -19,7 +20,7 @@
 #include "oal/model/hybrid.h"
 #include "oal/model/load.h"
 
-namespace oal::train {
+namespace oal::convert {
 namespace fs = std::filesystem;
 namespace {
 
@@ -40,15 +41,7 @@ Shape method_shape(const attn::AttentionMethod& m) {
   return {};
 }
 
-nlohmann::json read_json_file(const fs::path& p) {
-  std::ifstream in(p);
-  check(in.good(), k_op, "cannot open '{}'", p.string());
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    fail(k_op, "'{}' is not valid JSON: {}", p.string(), e.what());
-  }
-}
+nlohmann::json read_json_file(const fs::path& p) { return io::read_json_file(p, k_op); }
 
 void copy_file_atomic(const fs::path& from, const fs::path& to) {
   std::ifstream in(from, std::ios::binary);
@@ -64,8 +57,8 @@ std::shared_ptr<attn::AttentionMethod> initial_method(const calib::LoadedRun& ru
                                                       const std::string& method, int64_t layer) {
   check(run.meta.contains("seed") && run.meta.at("seed").is_number_unsigned(), k_op,
         "calibration.json has no seed; expected one to rebuild {}'s initial draws", method);
-  const calib::MethodShape shape{layer, c.num_heads, c.num_kv_heads, c.head_dim};
-  return calib::make_method(method, shape, run.meta.at("seed").get<uint64_t>(), nullptr);
+  const attn::MethodShape shape{layer, c.num_heads, c.num_kv_heads, c.head_dim};
+  return attn::make_method(method, shape, run.meta.at("seed").get<uint64_t>(), nullptr);
 }
 
 // Makes the kernel parameters of `m` trainable (a new OAL/global object; baselines in place).
@@ -242,4 +235,4 @@ std::unique_ptr<model::Transformer> load_transformer(const std::string& path,
   return t;
 }
 
-}  // namespace oal::train
+}  // namespace oal::convert

@@ -22,7 +22,7 @@
 #include "oal/model/transformer.h"
 #include "oal/model/weights.h"
 
-namespace oal::train {
+namespace oal::convert {
 
 // Checks, before any work, that calibration run `run` can convert `layers` of the model
 // `weights` to `method`: the method was calibrated, every layer was calibrated and is
@@ -83,4 +83,4 @@ std::unique_ptr<model::Transformer> load_transformer(const std::string& path,
 // load_model(path) with every tensor moved to `device` (CPU: unchanged).
 model::ModelWeights load_weights_on(const std::string& path, at::Device device);
 
-}  // namespace oal::train
+}  // namespace oal::convert

@@ -6,9 +6,9 @@
 #include <cstdint>
 
 #include "oal/core/progress.h"
-#include "oal/eval/demo_report.h"
+#include "oal/demo/demo_report.h"
 
-namespace oal::eval {
+namespace oal::demo {
 
 struct AnalysisDemoOptions {
   int64_t layers = 2, heads = 4, kv_heads = 2, head_dim = 16, hidden = 64;
@@ -23,4 +23,4 @@ struct AnalysisDemoOptions {
 // Throws oal::Error on invalid sizes (from the synthetic generator or the analysis).
 DemoSection analysis_demo(const AnalysisDemoOptions& options, const ProgressFn& progress = {});
 
-}  // namespace oal::eval
+}  // namespace oal::demo

@@ -3,12 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 #include <string>
 
 #include "oal/core/error.h"
-#include "oal/eval/demo_operator.h"
+#include "oal/demo/demo_operator.h"
 
-namespace oal::eval {
+namespace oal::demo {
 namespace {
 
 OperatorDemoOptions tiny() {
@@ -21,20 +22,24 @@ OperatorDemoOptions tiny() {
   o.outlier_dims = {1, 5};
   o.outlier_q_mean = 1.5;  // milder than the default: d = 8 concentrates scores more
   o.outlier_k_std = 1.5;
-  o.fit_steps = 3;
+  o.fit_sequences = 1;
+  o.fit_steps = 4;
   o.chunk = 16;
-  o.block = 16;
+  o.speed_lengths = {32, 64};
   o.repeats = 1;
-  o.decode_tokens = 2;
+  o.decode_steps = 2;
   return o;
 }
 
-TEST(DemoOperator, ReportsEveryMethodAgainstSoftmax) {
-  int64_t calls = 0;
-  auto sec = operator_demo(tiny(), [&](int64_t, int64_t, std::string_view, std::string_view) { ++calls; });
-  EXPECT_EQ(calls, 6);  // 3 Adam steps for each of the two fitted kernels
+TEST(DemoOperator, ReportsAccuracyAndSpeedOfEveryMethodAgainstSoftmax) {
+  std::set<std::string> phases;
+  auto sec = operator_demo(tiny(), [&](int64_t, int64_t, std::string_view what, std::string_view) {
+    phases.insert(std::string(what));
+  });
+  EXPECT_TRUE(phases.count("fits") && phases.count("cells"));  // calibration, then bench
   ASSERT_EQ(sec.rows.size(), 4u);
   EXPECT_EQ(sec.rows.size(), sec.data["methods"].size());
+  EXPECT_EQ(sec.columns.size(), 4u + 2u + 3u);  // two prefill lengths, decode, state, path
   EXPECT_TRUE(sec.data["synthetic"].get<bool>());
   const auto& m = sec.data["methods"];
   EXPECT_EQ(m[0]["rel_mse"].get<double>(), 0.0);  // softmax is the reference
@@ -43,10 +48,15 @@ TEST(DemoOperator, ReportsEveryMethodAgainstSoftmax) {
     EXPECT_TRUE(std::isfinite(r) && r > 0 && r < 1.0) << m[i]["method"];
     // HD state: [B, Hkv, 1 + d + d(d+1)/2, dv + 1] fp32
     EXPECT_EQ(m[i]["state_bytes"].get<int64_t>(), 1 * 1 * (1 + 8 + 36) * 5 * 4);
-    EXPECT_GT(m[i]["prefill_ms"].get<double>(), 0.0);
+    EXPECT_GT(m[i]["prefill_ms"]["64"].get<double>(), 0.0);
   }
-  // softmax KV cache after the 48-token prefill: k and v, fp32
-  EXPECT_EQ(m[0]["state_bytes"].get<int64_t>(), 48 * 1 * (8 + 4) * 4);
+  // The fitted kernels beat the unfitted Taylor kernel they start from (on another draw).
+  EXPECT_LT(m[1]["rel_mse"].get<double>(), m[3]["rel_mse"].get<double>());
+  // softmax KV cache: k and v of every held token, fp32, at least the 64-token context
+  // (the decode timing adds its steps); it grows, the HD state does not.
+  const int64_t kv = m[0]["state_bytes"].get<int64_t>(), per_token = 1 * (8 + 4) * 4;
+  EXPECT_EQ(kv % per_token, 0);
+  EXPECT_GE(kv / per_token, 64);
   EXPECT_NE(sec.notes.front().find("Synthetic"), std::string::npos);
 }
 
@@ -65,4 +75,4 @@ TEST(DemoOperator, BadOptionsAreErrors) {
 }
 
 }  // namespace
-}  // namespace oal::eval
+}  // namespace oal::demo

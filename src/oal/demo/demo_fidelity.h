@@ -7,9 +7,9 @@
 #include <string>
 
 #include "oal/core/progress.h"
-#include "oal/eval/demo_report.h"
+#include "oal/demo/demo_report.h"
 
-namespace oal::eval {
+namespace oal::demo {
 
 struct FidelityDemoOptions {
   std::string model = "../shared/data/stories260K.bin";
@@ -24,4 +24,4 @@ struct FidelityDemoOptions {
 // Throws oal::Error when the model or text cannot be read.
 DemoSection fidelity_demo(const FidelityDemoOptions& options, const ProgressFn& progress = {});
 
-}  // namespace oal::eval
+}  // namespace oal::demo

@@ -1,10 +1,10 @@
-#include "oal/eval/demo_report.h"
+#include "oal/demo/demo_report.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-namespace oal::eval {
+namespace oal::demo {
 
 nlohmann::json DemoReport::to_json() const {
   nlohmann::json out = nlohmann::json::array();
@@ -43,4 +43,4 @@ std::string DemoReport::to_markdown() const {
   return md;
 }
 
-}  // namespace oal::eval
+}  // namespace oal::demo

@@ -1,0 +1,133 @@
+#include "oal/attention/registry.h"
+
+#include <algorithm>
+
+#include "oal/attention/dijiang.h"
+#include "oal/attention/oal_method.h"
+#include "oal/attention/performer.h"
+#include "oal/attention/softmax_method.h"
+#include "oal/attention/spectraformer.h"
+#include "oal/attention/taylorshift.h"
+#include "oal/core/error.h"
+#include "oal/kernels/cpu/oal_plan.h"
+
+namespace oal::attn {
+namespace {
+
+using Ptr = std::shared_ptr<AttentionMethod>;
+
+// Packed lower triangle of L [(G+1) x (G+1)] per query head.
+int64_t quadratic_params(const MethodShape& s, int64_t groups) {
+  return s.q_heads * (groups + 1) * (groups + 2) / 2;
+}
+
+Ptr make_softmax(const MethodShape&, uint64_t, const ModelKernels*) {
+  return std::make_shared<SoftmaxAttention>();
+}
+
+Ptr make_oal(const MethodShape& s, uint64_t, const ModelKernels* kernels) {
+  check(kernels != nullptr, "make_method", "method 'oal' needs fitted kernels for layer {}",
+        s.layer);
+  return make_quadratic_method(kernels->layer(s.layer));
+}
+
+Ptr make_global(const MethodShape& s, uint64_t, const ModelKernels* kernels) {
+  if (kernels) return make_quadratic_method(kernels->layer(s.layer));
+  const auto taylor = QuadraticKernel::taylor(QuadraticKernel::single_group(s.head_dim));
+  return make_quadratic_method(std::vector<QuadraticKernel>(s.q_heads, taylor));
+}
+
+const std::vector<MethodSpec> k_methods = {
+    {"softmax", "exact causal softmax attention (the reference)", MethodKind::exact,
+     FitScope::none, false, [](const MethodShape&, int64_t) -> int64_t { return 0; },
+     [](int64_t) { return FeatureSize{0, 0}; }, make_softmax},
+    {"oal", "outlier-aware grouped quadratic kernel, L per query head (paper Eq. 3)",
+     MethodKind::quadratic, FitScope::per_head, true, quadratic_params,
+     [](int64_t d) { return FeatureSize{kernels::cpu::oal_feature_dim(d), 4}; }, make_oal},
+    {"global", "learned global quadratic a + b s + c s^2 (OAL with one group)",
+     MethodKind::quadratic, FitScope::per_head, false,
+     [](const MethodShape& s, int64_t) { return quadratic_params(s, 1); },
+     [](int64_t d) { return FeatureSize{kernels::cpu::oal_feature_dim(d), 4}; }, make_global},
+    {"taylorshift", "TaylorShift: 1 + s + s^2/2 on l2-normalised q, k, tau per head",
+     MethodKind::feature_map, FitScope::per_head, false,
+     [](const MethodShape& s, int64_t) { return s.q_heads; },
+     [](int64_t d) { return FeatureSize{1 + d + d * (d + 1) / 2, 4}; },
+     [](const MethodShape& s, uint64_t, const ModelKernels*) -> Ptr {
+       return TaylorShiftAttention::init(s.q_heads, s.kv_heads, s.head_dim);
+     }},
+    {"performer", "Performer FAVOR+: 250 positive orthogonal random features, fixed",
+     MethodKind::feature_map, FitScope::none, false,
+     [](const MethodShape&, int64_t) -> int64_t { return 0; },
+     [](int64_t) { return FeatureSize{k_performer_features, 8}; },
+     [](const MethodShape& s, uint64_t seed, const ModelKernels*) -> Ptr {
+       return PerformerAttention::init(s.q_heads, s.kv_heads, s.head_dim, s.layer, seed);
+     }},
+    {"dijiang", "DiJiang: DCT features with learned weights exp(theta) per head",
+     MethodKind::feature_map, FitScope::per_head, false,
+     [](const MethodShape& s, int64_t) { return s.q_heads * s.head_dim; },
+     [](int64_t d) { return FeatureSize{d, 4}; },
+     [](const MethodShape& s, uint64_t seed, const ModelKernels*) -> Ptr {
+       return DiJiangAttention::init(s.q_heads, s.kv_heads, s.head_dim, s.layer, seed);
+     }},
+    {"spectraformer", "SpectraFormer: OPRF features, learned FastFood projection per layer",
+     MethodKind::feature_map, FitScope::per_layer, false,
+     [](const MethodShape& s, int64_t) { return 3 * s.head_dim; },
+     [](int64_t d) { return FeatureSize{d + 1, 8}; },
+     [](const MethodShape& s, uint64_t seed, const ModelKernels*) -> Ptr {
+       return SpectraFormerAttention::init(s.q_heads, s.kv_heads, s.head_dim, s.layer, seed);
+     }},
+};
+
+}  // namespace
+
+const std::vector<MethodSpec>& method_registry() { return k_methods; }
+
+const MethodSpec& method_spec(std::string_view name) {
+  for (const auto& m : k_methods)
+    if (name == m.name) return m;
+  fail("method", "unknown method '{}' (known: {})", name, method_list());
+}
+
+std::vector<std::string> method_names() {
+  std::vector<std::string> out;
+  for (const auto& m : k_methods) out.emplace_back(m.name);
+  return out;
+}
+
+std::vector<std::string> method_names(MethodKind kind) {
+  std::vector<std::string> out;
+  for (const auto& m : k_methods)
+    if (m.kind == kind) out.emplace_back(m.name);
+  return out;
+}
+
+std::string method_list(std::string_view sep) {
+  std::string out;
+  for (const auto& m : k_methods) {
+    if (!out.empty()) out += sep;
+    out += m.name;
+  }
+  return out;
+}
+
+void check_method_names(const std::vector<std::string>& names, std::string_view op) {
+  for (const auto& n : names)
+    check(std::any_of(k_methods.begin(), k_methods.end(),
+                      [&](const MethodSpec& m) { return n == m.name; }),
+          op, "unknown method '{}' (known: {})", n, method_list());
+}
+
+Ptr make_method(std::string_view name, const MethodShape& s, uint64_t seed,
+                const ModelKernels* kernels) {
+  check(s.q_heads > 0 && s.kv_heads > 0 && s.head_dim > 0 && s.q_heads % s.kv_heads == 0,
+        "make_method", "bad layer shape: {} query heads, {} KV heads, head dim {}", s.q_heads,
+        s.kv_heads, s.head_dim);
+  check_method_names({std::string(name)}, "make_method");
+  return method_spec(name).make(s, seed, kernels);
+}
+
+Ptr make_quadratic_method(const std::vector<QuadraticKernel>& kernels) {
+  return std::make_shared<QuadraticAttention>(QuadraticAttention::from_kernels(kernels, {}, false));
+}
+
+}  // namespace oal::attn

@@ -1,0 +1,70 @@
+#pragma once
+// The one list of attention methods the project compares (paper Tables 1-3): name, kind,
+// what `oal calibrate` fits, parameter and feature sizes, and how to build a layer of it.
+// calibrate, convert, bench, diagnose, fidelity and every --help read this list; adding a
+// method means adding one entry here (and its calibrator in calib/calibrators.cpp).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "oal/attention/kernel_json.h"
+#include "oal/attention/method.h"
+
+namespace oal::attn {
+
+// One layer's attention shape.
+struct MethodShape {
+  int64_t layer = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
+};
+
+enum class MethodKind {
+  exact,        // softmax
+  quadratic,    // OAL and the learned global kernel (HD state, attention/hd.h)
+  feature_map,  // the linear baselines (attention/feature_method.h)
+};
+
+// What calibration fits (calib/calibrators.h).
+enum class FitScope { none, per_head, per_layer };
+
+// Size of a method's per-token feature vectors, for memory estimates: `dim` values of
+// `element_bytes` each (0 for softmax, which has no feature map).
+struct FeatureSize {
+  int64_t dim = 0, element_bytes = 0;
+};
+
+struct MethodSpec {
+  const char* name;     // stable: CLI, run directories, reports
+  const char* summary;  // one line for --help and docs
+  MethodKind kind;
+  FitScope fit;
+  bool needs_kernels;   // can only be built from fitted kernels (oal)
+  // Trainable parameters of one layer (`groups`: OAL groups per head, 1 elsewhere).
+  int64_t (*parameter_count)(const MethodShape& shape, int64_t groups);
+  FeatureSize (*features)(int64_t head_dim);
+  // One layer with initial parameters, or from `kernels` (oal, global) when given.
+  std::shared_ptr<AttentionMethod> (*make)(const MethodShape& shape, uint64_t seed,
+                                           const ModelKernels* kernels);
+};
+
+// Every method, in table order: softmax, oal, global, taylorshift, performer, dijiang,
+// spectraformer.
+const std::vector<MethodSpec>& method_registry();
+// Throws oal::Error("method") naming the known methods.
+const MethodSpec& method_spec(std::string_view name);
+std::vector<std::string> method_names();
+std::vector<std::string> method_names(MethodKind kind);
+// "softmax, oal, ..." (sep between names), for --help and error messages.
+std::string method_list(std::string_view sep = ", ");
+// Throws oal::Error(op) for the first name that is not a method.
+void check_method_names(const std::vector<std::string>& names, std::string_view op);
+
+// method_spec(name).make(...) after checking the shape (oal::Error("make_method")).
+// "oal" without kernels is an error; "global" without kernels is Taylor 1 + s + s²/2.
+std::shared_ptr<AttentionMethod> make_method(std::string_view name, const MethodShape& shape,
+                                             uint64_t seed, const ModelKernels* kernels);
+// Inference-only QuadraticAttention over one kernel per query head (fp64 L).
+std::shared_ptr<AttentionMethod> make_quadratic_method(const std::vector<QuadraticKernel>& kernels);
+
+}  // namespace oal::attn

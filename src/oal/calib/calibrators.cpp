@@ -1,0 +1,209 @@
+#include "oal/calib/calibrators.h"
+
+#include "oal/attention/random_draws.h"
+#include "oal/attention/registry.h"
+#include "oal/calib/calibrate.h"
+#include "oal/calib/problems.h"
+#include "oal/core/error.h"
+
+namespace oal::calib {
+namespace {
+
+int64_t q_heads(const LayerContext& c) { return c.input->data.q_train.size(1); }
+int64_t kv_heads(const LayerContext& c) { return c.input->data.k_train.size(1); }
+int64_t head_dim(const LayerContext& c) { return c.input->data.q_train.size(3); }
+uint64_t seed(const LayerContext& c) { return c.options->seed; }
+
+attn::MethodShape shape(const LayerContext& c) {
+  return {c.input->layer, q_heads(c), kv_heads(c), head_dim(c)};
+}
+
+// Query head h's tensors (and its KV head's) as a one-head problem.
+FitData head_data(const FitData& d, int64_t h) {
+  const int64_t kv = h / (d.q_train.size(1) / d.k_train.size(1));
+  auto hs = [](const at::Tensor& t, int64_t i) { return t.narrow(1, i, 1).contiguous(); };
+  return {hs(d.q_train, h), hs(d.k_train, kv), hs(d.v_train, kv), hs(d.y_train, h),
+          hs(d.q_val, h),   hs(d.k_val, kv),   hs(d.v_val, kv),   hs(d.y_val, h)};
+}
+
+FitReport report(const FitTask& t, const FitResult& r, bool selected) {
+  return {t.method, t.init, t.layer, t.head, r.initial_val, r.best_val, r.best_update,
+          r.updates, selected};
+}
+
+// A method with nothing to fit (softmax, Performer's fixed draws).
+class FixedCalibrator : public MethodCalibrator {
+ public:
+  explicit FixedCalibrator(std::string name) : name_(std::move(name)) {}
+  std::vector<FitTask> tasks(const LayerContext&) const override { return {}; }
+  LayerFit finish(const LayerContext& c, const std::vector<FitTask>&,
+                  const std::vector<FitResult>&) const override {
+    return {attn::make_method(name_, shape(c), seed(c), nullptr), {}, {}};
+  }
+
+ private:
+  std::string name_;
+};
+
+// OAL and the learned global kernel: three initialisations per query head, the best
+// validation MSE kept (calibrate.h says which three).
+class QuadraticCalibrator : public MethodCalibrator {
+ public:
+  explicit QuadraticCalibrator(bool grouped) : grouped_(grouped) {}
+  bool needs_global() const override { return grouped_; }
+
+  std::vector<FitTask> tasks(const LayerContext& c) const override {
+    std::vector<FitTask> out;
+    const int64_t L = c.input->layer;
+    for (int64_t h = 0; h < q_heads(c); ++h)
+      for (int i = 0; i < 3; ++i)
+        out.push_back({method(), names(grouped_)[i], L, h, [&c, h, i, g = grouped_] {
+          const QuadraticProblem qp = quadratic_problem(init(g, c, h, i));
+          const uint64_t s = attn::derive_seed(seed(c), {c.input->layer, h, i, g ? 0x0b : 0x61});
+          return fit(qp.problem, head_data(c.input->data, h), c.options->fit, s);
+        }});
+    return out;
+  }
+
+  LayerFit finish(const LayerContext& c, const std::vector<FitTask>& tasks,
+                  const std::vector<FitResult>& results) const override {
+    LayerFit lf;
+    for (int64_t h = 0; h < q_heads(c); ++h) {
+      int best = 0;
+      for (int i = 1; i < 3; ++i)
+        if (results[3 * h + i].best_val < results[3 * h + best].best_val) best = i;
+      for (int i = 0; i < 3; ++i)
+        lf.reports.push_back(report(tasks[3 * h + i], results[3 * h + i], i == best));
+      lf.kernels.push_back(quadratic_problem(init(grouped_, c, h, best)).kernel_from(results[3 * h + best].best));
+    }
+    lf.method = attn::make_quadratic_method(lf.kernels);
+    return lf;
+  }
+
+ private:
+  std::string method() const { return grouped_ ? "oal" : "global"; }
+  static const char* const* names(bool grouped) {
+    static const char* const global[3] = {"taylor", "perturbed-1", "perturbed-2"};
+    static const char* const oal[3] = {"global-embedded", "taylor", "global-perturbed"};
+    return grouped ? oal : global;
+  }
+  // Initialisation i of head h. Global: Taylor, then two perturbations of it. OAL: the
+  // fitted global embedded into the head's groups, Taylor in the groups, the embedded
+  // global perturbed.
+  static attn::QuadraticKernel init(bool grouped, const LayerContext& c, int64_t h, int i) {
+    const int64_t L = c.input->layer;
+    const double sigma = c.options->perturb_sigma;
+    if (!grouped) {
+      auto k = attn::QuadraticKernel::taylor(attn::QuadraticKernel::single_group(head_dim(c)));
+      return i == 0 ? k : k.perturbed(sigma, attn::derive_seed(seed(c), {L, h, i, 0x91}));
+    }
+    const auto grp = c.groups->at(h).groups();
+    if (i == 1) return attn::QuadraticKernel::taylor(grp);
+    check(c.global != nullptr, "calibrate", "OAL's initialisation needs the fitted global kernel");
+    auto k = attn::QuadraticKernel::embed_global(c.global->at(h), grp);
+    return i == 0 ? k : k.perturbed(sigma, attn::derive_seed(seed(c), {L, h, i, 0x0a}));
+  }
+
+  bool grouped_;
+};
+
+// TaylorShift: tau per query head from 1.
+class TaylorShiftCalibrator : public MethodCalibrator {
+ public:
+  std::vector<FitTask> tasks(const LayerContext& c) const override {
+    std::vector<FitTask> out;
+    for (int64_t h = 0; h < q_heads(c); ++h)
+      out.push_back({"taylorshift", "tau=1", c.input->layer, h, [&c, h] {
+        return fit(taylorshift_problem(1.0, head_dim(c)), head_data(c.input->data, h),
+                   c.options->fit, attn::derive_seed(seed(c), {c.input->layer, h, 0x75}));
+      }});
+    return out;
+  }
+  LayerFit finish(const LayerContext& c, const std::vector<FitTask>& tasks,
+                  const std::vector<FitResult>& results) const override {
+    LayerFit lf;
+    std::vector<at::Tensor> taus;
+    for (size_t h = 0; h < results.size(); ++h) {
+      taus.push_back(results[h].best.at(0).reshape({1}));
+      lf.reports.push_back(report(tasks[h], results[h], true));
+    }
+    lf.method = std::make_shared<attn::TaylorShiftAttention>(at::cat(taus), kv_heads(c), head_dim(c));
+    return lf;
+  }
+};
+
+// DiJiang: theta per query head from 0 over the layer's fixed seeded projection.
+class DiJiangCalibrator : public MethodCalibrator {
+ public:
+  std::vector<FitTask> tasks(const LayerContext& c) const override {
+    std::vector<FitTask> out;
+    for (int64_t h = 0; h < q_heads(c); ++h)
+      out.push_back({"dijiang", "theta=0", c.input->layer, h, [&c, h] {
+        const FitProblem p = dijiang_problem(initial(c)->projection(),
+                                             at::zeros({head_dim(c)}, at::kFloat));
+        return fit(p, head_data(c.input->data, h), c.options->fit,
+                   attn::derive_seed(seed(c), {c.input->layer, h, 0xd1}));
+      }});
+    return out;
+  }
+  LayerFit finish(const LayerContext& c, const std::vector<FitTask>& tasks,
+                  const std::vector<FitResult>& results) const override {
+    LayerFit lf;
+    std::vector<at::Tensor> thetas;
+    for (size_t h = 0; h < results.size(); ++h) {
+      thetas.push_back(results[h].best.at(0).reshape({1, head_dim(c)}));
+      lf.reports.push_back(report(tasks[h], results[h], true));
+    }
+    lf.method = std::make_shared<attn::DiJiangAttention>(initial(c)->projection(),
+                                                         at::cat(thetas), kv_heads(c));
+    return lf;
+  }
+
+ private:
+  // The seeded draws are a pure function of (shape, layer, seed): rebuilt where needed.
+  static std::shared_ptr<attn::DiJiangAttention> initial(const LayerContext& c) {
+    return attn::DiJiangAttention::init(q_heads(c), kv_heads(c), head_dim(c), c.input->layer, seed(c));
+  }
+};
+
+// SpectraFormer: B, G, S shared by the layer's heads, one fit per layer.
+class SpectraFormerCalibrator : public MethodCalibrator {
+ public:
+  std::vector<FitTask> tasks(const LayerContext& c) const override {
+    return {{"spectraformer", "upstream", c.input->layer, -1, [&c] {
+      return fit(spectraformer_problem(*initial(c)), c.input->data, c.options->fit,
+                 attn::derive_seed(seed(c), {c.input->layer, 0x5f}));
+    }}};
+  }
+  LayerFit finish(const LayerContext& c, const std::vector<FitTask>& tasks,
+                  const std::vector<FitResult>& results) const override {
+    const auto& b = results.at(0).best;
+    LayerFit lf;
+    lf.method = std::make_shared<attn::SpectraFormerAttention>(
+        b.at(0).clone(), b.at(1).clone(), b.at(2).clone(), initial(c)->state_dict().at("perm"),
+        q_heads(c), kv_heads(c));
+    lf.reports.push_back(report(tasks.at(0), results.at(0), true));
+    return lf;
+  }
+
+ private:
+  static std::shared_ptr<attn::SpectraFormerAttention> initial(const LayerContext& c) {
+    return attn::SpectraFormerAttention::init(q_heads(c), kv_heads(c), head_dim(c), c.input->layer, seed(c));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<MethodCalibrator> make_calibrator(const std::string& method) {
+  attn::check_method_names({method}, "calibrate");
+  if (method == "oal" || method == "global")
+    return std::make_unique<QuadraticCalibrator>(method == "oal");
+  if (method == "taylorshift") return std::make_unique<TaylorShiftCalibrator>();
+  if (method == "dijiang") return std::make_unique<DiJiangCalibrator>();
+  if (method == "spectraformer") return std::make_unique<SpectraFormerCalibrator>();
+  check(attn::method_spec(method).fit == attn::FitScope::none, "calibrate",
+        "method '{}' is registered as fitted but has no calibrator", method);
+  return std::make_unique<FixedCalibrator>(method);
+}
+
+}  // namespace oal::calib

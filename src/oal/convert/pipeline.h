@@ -1,0 +1,44 @@
+#pragma once
+// `oal convert` end to end: choose the converted layers (model/hybrid.h rule or a list),
+// build their methods from a calibration run, export a converted directory (convert.h).
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "oal/convert/convert.h"
+
+namespace oal::convert {
+
+struct ConvertOptions {
+  std::string model;                 // source model path
+  std::filesystem::path calib;       // calibration run directory (not for "softmax")
+  std::string method = "oal";        // oal | global | taylorshift | performer | dijiang | spectraformer | softmax
+  std::string layers = "default";    // "default" (model/hybrid.h rule) or an index list ("1-3")
+  std::filesystem::path tokenizer;   // empty: found beside the model
+  std::filesystem::path out;         // converted directory to write
+  KernelInit init = KernelInit::initial;  // baselines from their initial values (App. F)
+};
+
+// How the converted layers were chosen and where their parameters start, for printing.
+struct ConversionPlan {
+  std::vector<int64_t> layers;
+  std::string range_rule;       // default_range_rule(), or "explicit: ..." for a user list
+  bool from_calibration = true; // starts_from_calibration(method, init)
+};
+
+struct ConvertResult {
+  std::vector<int64_t> layers;
+  std::string method;
+  std::filesystem::path out;
+  ConversionPlan plan;
+};
+
+// The layers and parameter start of a conversion of a `num_layers` model. Throws
+// oal::Error for a bad layer spec or init.
+ConversionPlan plan_conversion(const ConvertOptions& options, int64_t num_layers);
+
+// Converts without training (the "unadapted converted model").
+ConvertResult run_convert(const ConvertOptions& options);
+
+}  // namespace oal::convert
