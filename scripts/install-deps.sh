@@ -3,11 +3,12 @@
 # present are skipped, and apt is not touched at all when nothing is missing.
 # libopenblas-dev is required: without it LibTorch links the reference BLAS and fp32
 # GEMM runs ~15x slower (see docs/design.md). libhwy-dev (Google Highway) is the CPU
-# kernels' portable SIMD layer.
+# kernels' portable SIMD layer. libgloo-dev provides the headers of LibTorch's Gloo
+# process group (multi-process calibration; the code itself is in libtorch).
 set -euo pipefail
 
 packages=(build-essential cmake libtorch-dev libopenblas-dev nlohmann-json3-dev
-          libcli11-dev libgtest-dev libfmt-dev libhwy-dev)
+          libcli11-dev libgtest-dev libfmt-dev libhwy-dev libgloo-dev)
 
 missing=()
 for p in "${packages[@]}"; do

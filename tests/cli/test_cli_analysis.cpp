@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_runner.h"
 #include "common/shared_data.h"
 #include "oal/attention/kernel_json.h"
 
@@ -17,29 +18,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out, err;
-};
+using oal::test::run_oal;
+using Result = oal::test::CliResult;
+using read_all_fn = std::string (*)(const fs::path&);
+constexpr read_all_fn read_all = oal::test::read_file;
 
 fs::path analysis_temp_dir() {
-  auto d = fs::temp_directory_path() /
-           ("oal_cli_analysis_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  fs::create_directories(d);
-  return d;
-}
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-Result run_oal(const std::string& args, const fs::path& dir) {
-  const std::string cmd = std::string("'") + OAL_CLI_PATH + "' " + args + " >'" +
-                          (dir / "stdout").string() + "' 2>'" + (dir / "stderr").string() + "'";
-  const int raw = std::system(cmd.c_str());
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_all(dir / "stdout"), read_all(dir / "stderr")};
+  return oal::test::temp_dir(std::string("analysis_") +
+                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
 }
 
 }  // namespace

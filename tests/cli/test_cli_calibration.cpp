@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_runner.h"
 #include "common/shared_data.h"
 #include "oal/attention/kernel_json.h"
 
@@ -20,28 +21,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out, err;
-};
+using oal::test::run_oal;
+using Result = oal::test::CliResult;
 
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-Result run_oal(const std::string& args, const fs::path& dir) {
-  const std::string cmd = std::string("'") + OAL_CLI_PATH + "' " + args + " >'" +
-                          (dir / "stdout").string() + "' 2>'" + (dir / "stderr").string() + "'";
-  const int raw = std::system(cmd.c_str());
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_all(dir / "stdout"), read_all(dir / "stderr")};
-}
-
-fs::path temp_dir(const std::string& name) {
-  auto d = fs::temp_directory_path() / ("oal_cli_calib_" + std::to_string(::getpid()) + "_" + name);
-  fs::create_directories(d);
-  return d;
-}
+fs::path temp_dir(const std::string& name) { return oal::test::temp_dir("calib_" + name); }
 
 }  // namespace
 

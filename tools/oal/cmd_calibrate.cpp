@@ -2,8 +2,15 @@
 // q, k, v of a model (paper Eq. 20, App. B) and write a run directory.
 #include <fmt/core.h>
 
+#include <cstdlib>
+#include <optional>
+
 #include "calib_options.h"
 #include "command.h"
+#include "launch.h"
+#include "oal/calib/layer_data.h"
+#include "oal/core/error.h"
+#include "oal/dist/world.h"
 #include "oal/attention/registry.h"
 #include "oal/attention/kernel_json.h"
 #include "oal/calib/pipeline.h"
@@ -18,7 +25,8 @@
 namespace {
 
 struct CalibrateArgs {
-  std::string model, text, groups, tokenizer, out, layers;
+  std::string model, text, groups, tokenizer, out, layers, shard;
+  int nproc = 1;
   std::string methods = oal::attn::method_list(",");
   int64_t ctx = 256;
   oal::cli::SplitArgs split;
@@ -26,7 +34,24 @@ struct CalibrateArgs {
   bool quiet = false, json = false;
 };
 
+// This process's share of a --shard i/n run: every n-th of the chosen layers.
+std::vector<int64_t> shard_layers(const std::vector<int64_t>& layers, const oal::calib::Shard& s) {
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (int64_t(i) % s.count == s.index) out.push_back(layers[i]);
+  oal::check(!out.empty(), "calibrate", "--shard {}/{}: no layers left for this shard ({} layers in all)",
+             s.index, s.count, layers.size());
+  return out;
+}
+
 void run(const CalibrateArgs& a) {
+  if (a.nproc > 1 && std::getenv("WORLD_SIZE") == nullptr) {
+    oal::cli::launch_local_ranks(oal::cli::without_nproc(oal::cli::own_command_line()), a.nproc);
+    return;
+  }
+  const auto world = oal::dist::world_from_env();
+  oal::cli::exit_if_fault_injected(world->rank());
+  const bool root = world->rank() == 0, quiet = a.quiet || !root;
   auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
   const std::vector<int32_t> stream = tok->encode(oal::text::read_text_file(a.text), false);
   std::string fingerprint;
@@ -37,20 +62,28 @@ void run(const CalibrateArgs& a) {
   }();
   oal::calib::ModelCalibrationOptions o;
   o.ctx = a.ctx;
-  o.layers = oal::cli::parse_layers(a.layers);
+  o.layers = oal::calib::resolve_layers(model, oal::cli::parse_layers(a.layers));
+  std::optional<oal::calib::Shard> shard;
+  if (!a.shard.empty()) {
+    shard = oal::calib::parse_shard(a.shard);
+    shard->layers = o.layers;
+    o.layers = shard_layers(o.layers, *shard);
+  }
   o.split = a.split.parse();
   o.calibration = a.options;
   o.calibration.methods = oal::cli::split_names(a.methods);
+  o.calibration.world = world;
   std::optional<oal::attn::ModelKernels> groups;
   if (!a.groups.empty()) groups = oal::attn::read_kernels(a.groups);
   oal::calib::CalibrationResult r;
   {
-    oal::cli::ProgressBar cap("capture", !a.quiet), fits("calibrate", !a.quiet);
+    oal::cli::ProgressBar cap("capture", !quiet), fits("calibrate", !quiet);
     o.capture_progress = cap.fn();
     o.calibration.progress = fits.fn();
     r = oal::calib::calibrate_model(model, stream, groups ? &*groups : nullptr, o);
   }
-  oal::calib::write_run(a.out, r, o.calibration, {a.model, a.text, a.ctx, o.split, fingerprint});
+  if (!root) return;  // rank 0 writes the run and reports
+  oal::calib::write_run(a.out, r, o.calibration, {a.model, a.text, a.ctx, o.split, fingerprint, shard});
   if (a.json) {
     fmt::print("{}\n", nlohmann::json{{"out", a.out}, {"fits", oal::calib::reports_json(r.reports)}}.dump(2));
     return;
@@ -79,6 +112,13 @@ oal::cli::Registrar reg{
       app.add_option("--tokenizer", a->tokenizer, "Tokenizer file (default: beside the model)");
       oal::cli::add_split_options(app, a->split);
       oal::cli::add_fit_options(app, a->options);
+      app.add_option("--nproc", a->nproc,
+                     "Run as N local processes (c10d, Gloo); across machines set MASTER_ADDR, "
+                     "MASTER_PORT, RANK, WORLD_SIZE instead, as for torchrun")
+          ->capture_default_str();
+      app.add_option("--shard", a->shard,
+                     "i/n: fit only every n-th layer from the i-th (0-based) and write a partial run; "
+                     "combine the n partial runs with `oal merge-calibration`");
       app.add_flag("--quiet", a->quiet, "No progress bars");
       app.add_flag("--json", a->json, "Machine-readable output");
       return [a] { run(*a); };

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "oal/attention/registry.h"
+#include "oal/calib/fit_exchange.h"
 #include "oal/core/blas_threads.h"
 #include "oal/core/error.h"
 
@@ -14,33 +15,28 @@ namespace {
 
 constexpr std::string_view k_op = "calibrate";
 
-// Runs tasks in parallel batches, reporting progress from the calling thread.
-std::vector<FitResult> run_tasks(const std::vector<const FitTask*>& tasks,
-                                 const ProgressFn& progress, int64_t& done, int64_t total) {
-  std::vector<FitResult> out(tasks.size());
+// Runs tasks in parallel batches, reporting progress from the calling thread. Every
+// task runs single-threaded (inside the parallel batch, or alone with ATen at one
+// thread), so its numbers do not depend on how tasks were batched or spread over ranks.
+void run_tasks(const std::vector<const FitTask*>& tasks, std::vector<FitResult*> out,
+               const ProgressFn& progress, int64_t& done, int64_t total) {
   const int64_t batch = std::max<int64_t>(1, at::get_num_threads());
   const ScopedSingleThreadBlas one_blas_thread;  // the fits already use every thread
   for (size_t start = 0; start < tasks.size(); start += batch) {
     const int64_t n = std::min<int64_t>(batch, int64_t(tasks.size() - start));
-    at::parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) out[start + i] = tasks[start + i]->run();
-    });
+    if (n == 1) {
+      const int threads = at::get_num_threads();
+      at::set_num_threads(1);
+      *out[start] = tasks[start]->run();
+      at::set_num_threads(threads);
+    } else {
+      at::parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) *out[start + i] = tasks[start + i]->run();
+      });
+    }
     done += n;
     report(progress, done, total, "fits", tasks[start + n - 1]->method);
   }
-  return out;
-}
-
-// The methods to fit, in order: the requested ones, with the learned global kernel
-// added (before OAL) when OAL is requested, since OAL starts from it.
-std::vector<std::string> run_order(const std::vector<std::string>& requested) {
-  std::vector<std::string> order;
-  for (const auto& m : requested) {
-    if (m == "oal" && std::find(requested.begin(), requested.end(), "global") == requested.end())
-      order.push_back("global");
-    if (std::find(order.begin(), order.end(), m) == order.end()) order.push_back(m);
-  }
-  return order;
 }
 
 // One method over every layer: its calibrator, contexts, tasks and finished fits.
@@ -52,26 +48,73 @@ struct MethodRun {
   std::vector<LayerFit> fits;               // per layer, after finish
 };
 
-// Runs the tasks of `runs` together, then finishes every layer of each.
-void run_stage(std::vector<MethodRun*> runs, const ProgressFn& progress, int64_t& done,
-               int64_t total) {
+// The tasks of `runs` in one list (the order every rank agrees on).
+std::vector<const FitTask*> stage_tasks(const std::vector<MethodRun*>& runs) {
   std::vector<const FitTask*> all;
   for (auto* r : runs)
     for (const auto& layer : r->tasks)
       for (const auto& t : layer) all.push_back(&t);
-  std::vector<FitResult> results = run_tasks(all, progress, done, total);
+  return all;
+}
+
+// Which rank runs each task of a stage (fit_exchange.h).
+std::vector<int> stage_owners(const std::vector<const FitTask*>& tasks, int ranks) {
+  std::vector<double> costs;
+  for (const auto* t : tasks) costs.push_back(t->cost);
+  return assign_tasks(costs, ranks);
+}
+
+// Runs this rank's tasks of `runs`, exchanges the results with the other ranks, then
+// finishes every layer of each method (on every rank: later stages start from them).
+void run_stage(const std::vector<MethodRun*>& runs, dist::World& world,
+               const ProgressFn& progress, int64_t& done, int64_t total) {
+  const std::vector<const FitTask*> all = stage_tasks(runs);
+  const std::vector<int> owner = stage_owners(all, world.size());
+  std::vector<FitResult> results(all.size());
+  std::vector<const FitTask*> mine;
+  std::vector<FitResult*> slots;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (owner[i] == world.rank()) {
+      mine.push_back(all[i]);
+      slots.push_back(&results[i]);
+    }
+  run_tasks(mine, slots, progress, done, total);
+  if (world.size() > 1) {
+    std::vector<std::pair<int64_t, const FitResult*>> own;
+    for (size_t i = 0; i < all.size(); ++i)
+      if (owner[i] == world.rank()) own.emplace_back(int64_t(i), &results[i]);
+    const std::vector<std::string> gathered = world.all_gather(pack_results(own));
+    for (int r = 0; r < world.size(); ++r) {
+      if (r == world.rank()) continue;
+      for (auto& [i, f] : unpack_results(gathered[r])) {
+        check(i >= 0 && i < int64_t(all.size()) && owner[i] == r, k_op,
+              "rank {} sent a result for task {} it does not own", r, i);
+        results[i] = std::move(f);
+      }
+    }
+  }
   size_t next = 0;
   for (auto* r : runs)
     for (size_t li = 0; li < r->tasks.size(); ++li) {
       const size_t n = r->tasks[li].size();
-      std::vector<FitResult> mine(std::make_move_iterator(results.begin() + next),
-                                  std::make_move_iterator(results.begin() + next + n));
+      std::vector<FitResult> layer(std::make_move_iterator(results.begin() + next),
+                                   std::make_move_iterator(results.begin() + next + n));
       next += n;
-      r->fits.push_back(r->calibrator->finish(r->contexts[li], r->tasks[li], mine));
+      r->fits.push_back(r->calibrator->finish(r->contexts[li], r->tasks[li], layer));
     }
 }
 
 }  // namespace
+
+std::vector<std::string> calibration_order(const std::vector<std::string>& requested) {
+  std::vector<std::string> order;
+  for (const auto& m : requested) {
+    if (m == "oal" && std::find(requested.begin(), requested.end(), "global") == requested.end())
+      order.push_back("global");
+    if (std::find(order.begin(), order.end(), m) == order.end()) order.push_back(m);
+  }
+  return order;
+}
 
 CalibrationResult calibrate(const std::vector<LayerFitInput>& inputs,
                             const attn::ModelKernels* groups, const CalibrationOptions& options) {
@@ -88,7 +131,7 @@ CalibrationResult calibrate(const std::vector<LayerFitInput>& inputs,
             groups->layer(in.layer).size(), in.layer, in.data.q_train.size(1));
 
   std::vector<MethodRun> runs;
-  for (const auto& name : run_order(options.methods)) {
+  for (const auto& name : calibration_order(options.methods)) {
     MethodRun r{name, make_calibrator(name), {}, {}, {}};
     for (const auto& in : inputs)
       r.contexts.push_back({&in, &options, groups ? &groups->layer(in.layer) : nullptr, nullptr});
@@ -96,23 +139,23 @@ CalibrationResult calibrate(const std::vector<LayerFitInput>& inputs,
   }
   // Tasks are listed up front (for the progress total); the ones that build on the
   // global kernel read it when they run, after the first stage.
-  int64_t total = 0;
   for (auto& r : runs)
-    for (const auto& c : r.contexts) {
-      r.tasks.push_back(r.calibrator->tasks(c));
-      total += int64_t(r.tasks.back().size());
-    }
+    for (const auto& c : r.contexts) r.tasks.push_back(r.calibrator->tasks(c));
   std::vector<MethodRun*> first, second;
   MethodRun* global = nullptr;
   for (auto& r : runs) {
     (r.calibrator->needs_global() ? second : first).push_back(&r);
     if (r.name == "global") global = &r;
   }
-  int64_t done = 0;
-  run_stage(first, options.progress, done, total);
+  const std::shared_ptr<dist::World> world_ptr = options.world ? options.world : dist::single_process();
+  dist::World& world = *world_ptr;
+  int64_t total = 0, done = 0;  // this rank's fits
+  for (const auto* stage : {&first, &second})
+    for (int o : stage_owners(stage_tasks(*stage), world.size())) total += o == world.rank();
+  run_stage(first, world, options.progress, done, total);
   for (auto* r : second)
     for (size_t li = 0; li < r->contexts.size(); ++li) r->contexts[li].global = &global->fits[li].kernels;
-  run_stage(second, options.progress, done, total);
+  run_stage(second, world, options.progress, done, total);
 
   CalibrationResult res;
   for (size_t li = 0; li < inputs.size(); ++li) {

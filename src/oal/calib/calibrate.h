@@ -25,6 +25,7 @@
 #include "oal/calib/calibrators.h"
 #include "oal/calib/fit.h"
 #include "oal/core/progress.h"
+#include "oal/dist/world.h"
 
 namespace oal::calib {
 
@@ -33,7 +34,13 @@ struct CalibrationOptions {
   FitSettings fit;
   uint64_t seed = 0;                 // draws (Performer, DiJiang, SpectraFormer) and sampling
   double perturb_sigma = 0.1;        // perturbed-initialisation noise
-  ProgressFn progress;               // ("fits", detail = method)
+  ProgressFn progress;               // ("fits", detail = method): this rank's fits
+  // The processes sharing the fits (dist/world.h); null = this process alone. Every
+  // rank calls calibrate() with the same inputs and options; each runs its share of the
+  // fits, the results are exchanged after each stage, and every rank returns the same
+  // result — equal to a single-process run (each fit is seeded by its identity and runs
+  // single-threaded either way).
+  std::shared_ptr<dist::World> world;
 };
 
 struct LayerMethods {
@@ -46,6 +53,11 @@ struct CalibrationResult {
   attn::ModelKernels oal, global;  // fitted kernels (when requested)
   std::vector<FitReport> reports;
 };
+
+// The methods calibrate() fits, in the order it runs and reports them: the requested
+// ones, with the learned global kernel added before OAL when OAL is requested without
+// it (OAL starts from the fitted global kernel).
+std::vector<std::string> calibration_order(const std::vector<std::string>& requested);
 
 // `groups`: per layer, one kernel per query head whose groups define OAL's partition
 // (their coefficients are not used). Required when "oal" is requested.

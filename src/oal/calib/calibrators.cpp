@@ -170,10 +170,12 @@ class DiJiangCalibrator : public MethodCalibrator {
 class SpectraFormerCalibrator : public MethodCalibrator {
  public:
   std::vector<FitTask> tasks(const LayerContext& c) const override {
-    return {{"spectraformer", "upstream", c.input->layer, -1, [&c] {
+    FitTask t{"spectraformer", "upstream", c.input->layer, -1, [&c] {
       return fit(spectraformer_problem(*initial(c)), c.input->data, c.options->fit,
                  attn::derive_seed(seed(c), {c.input->layer, 0x5f}));
-    }}};
+    }};
+    t.cost = double(q_heads(c));  // evaluates every head of the layer per update
+    return {t};
   }
   LayerFit finish(const LayerContext& c, const std::vector<FitTask>& tasks,
                   const std::vector<FitResult>& results) const override {

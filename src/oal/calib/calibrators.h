@@ -50,6 +50,7 @@ struct FitTask {
   std::string method, init;
   int64_t layer = 0, head = -1;
   std::function<FitResult()> run;
+  double cost = 1;  // relative work (one head's fit = 1), for spreading tasks over ranks
 };
 
 // One method's calibrated layer.

@@ -28,6 +28,23 @@ nlohmann::json reports_json(const std::vector<FitReport>& reports) {
   return a;
 }
 
+Shard parse_shard(const std::string& spec) {
+  Shard s;
+  const auto slash = spec.find('/');
+  try {
+    check(slash != std::string::npos, "calibrate", "");
+    size_t a = 0, b = 0;
+    s.index = std::stoll(spec.substr(0, slash), &a);
+    s.count = std::stoll(spec.substr(slash + 1), &b);
+    check(a == slash && b == spec.size() - slash - 1, "calibrate", "");
+  } catch (const std::exception&) {
+    fail("calibrate", "--shard '{}': expected i/n, e.g. 0/4", spec);
+  }
+  check(s.count >= 1 && s.index >= 0 && s.index < s.count, "calibrate",
+        "--shard '{}': expected 0 <= i < n", spec);
+  return s;
+}
+
 void write_run(const fs::path& dir, const CalibrationResult& result,
                const CalibrationOptions& options, const RunInfo& info) {
   std::error_code ec;
@@ -65,6 +82,9 @@ void write_run(const fs::path& dir, const CalibrationResult& result,
   }
   j["layers"] = layers;
   j["fits"] = reports_json(result.reports);
+  if (info.shard)
+    j["shard"] = {{"index", info.shard->index}, {"count", info.shard->count},
+                  {"layers", info.shard->layers}};
   if (!result.oal.layers.empty()) attn::write_kernels(dir / "kernels-oal.json", result.oal);
   if (!result.global.layers.empty()) attn::write_kernels(dir / "kernels-global.json", result.global);
   if (!tensors.empty()) io::write_safetensors(dir / "baselines.safetensors", tensors);

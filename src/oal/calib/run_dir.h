@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <optional>
 #include <map>
 #include <memory>
 #include <string>
@@ -22,11 +23,21 @@
 
 namespace oal::calib {
 
+// One of `count` partial runs (`oal calibrate --shard index/count`): it fitted every
+// count-th of `layers` from the index-th; run_merge.h combines the partial runs.
+struct Shard {
+  int64_t index = 0, count = 1;
+  std::vector<int64_t> layers;  // every layer of the whole run, in order
+};
+// "i/n" with 0 <= i < n; oal::Error("calibrate") otherwise.
+Shard parse_shard(const std::string& spec);
+
 struct RunInfo {
   std::string model, text;
   int64_t ctx = 0;
   BlockSplit split;
   std::string fingerprint;  // model_fingerprint() of the model (model/fingerprint.h)
+  std::optional<Shard> shard;  // written as calibration.json "shard" for partial runs
 };
 
 void write_run(const std::filesystem::path& dir, const CalibrationResult& result,

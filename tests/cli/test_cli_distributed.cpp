@@ -1,0 +1,96 @@
+// Calibration spread over processes (issue: multi-process through c10d): two local ranks
+// (`--nproc 2`, Gloo over 127.0.0.1) and two shards merged afterwards must write the
+// same bytes as one process; a lost rank is an error naming it, and no run directory is
+// left. Reduced fits (20 updates, layers 1-2, ctx 128) keep each run to seconds.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "cli_runner.h"
+#include "common/shared_data.h"
+
+namespace fs = std::filesystem;
+using oal::test::read_file;
+using oal::test::run_oal;
+using oal::test::temp_dir;
+
+namespace {
+
+// Every method that needs no groups file, so the test needs no analysis step.
+struct Data {
+  fs::path model, text;
+};
+
+std::string calibrate_args(const Data& d, const fs::path& out, const std::string& extra = "") {
+  const auto& [model, text] = d;
+  return "calibrate --model '" + model.string() + "' --text '" + text.string() +
+         "' --methods softmax,global,taylorshift,performer,dijiang,spectraformer --layers 1-2 "
+         "--ctx 128 --max-updates 20 --val-every 10 --quiet --out '" + out.string() + "' " + extra;
+}
+
+void expect_same_run(const fs::path& a, const fs::path& b) {
+  for (const char* f : {"kernels-global.json", "baselines.safetensors", "calibration.json"}) {
+    ASSERT_TRUE(fs::exists(a / f) && fs::exists(b / f)) << f;
+    EXPECT_TRUE(read_file(a / f) == read_file(b / f)) << f << " differs between " << a << " and " << b;
+  }
+}
+
+TEST(CliDistributed, TwoRanksAndTwoShardsWriteTheSameRunAsOneProcess) {
+  const auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
+  const auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
+  const Data d{model, text};
+  const fs::path dir = temp_dir("dist");
+  auto r = run_oal(calibrate_args(d, dir / "one"), dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run_oal(calibrate_args(d, dir / "two", "--nproc 2"), dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  expect_same_run(dir / "one", dir / "two");
+
+  for (int i = 0; i < 2; ++i) {
+    r = run_oal(calibrate_args(d, dir / ("s" + std::to_string(i)), "--shard " + std::to_string(i) + "/2"), dir);
+    ASSERT_EQ(r.status, 0) << r.err;
+  }
+  r = run_oal("merge-calibration '" + (dir / "s1").string() + "' '" + (dir / "s0").string() +
+                  "' --out '" + (dir / "merged").string() + "'",
+              dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  expect_same_run(dir / "one", dir / "merged");
+  fs::remove_all(dir);
+}
+
+TEST(CliDistributed, MismatchedOrMissingShardsAreRefused) {
+  const auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
+  const auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
+  const Data d{model, text};
+  const fs::path dir = temp_dir("shards");
+  ASSERT_EQ(run_oal(calibrate_args(d, dir / "s0", "--shard 0/2"), dir).status, 0);
+  ASSERT_EQ(run_oal(calibrate_args(d, dir / "s1", "--shard 1/2 --seed 7"), dir).status, 0);
+  auto r = run_oal("merge-calibration '" + (dir / "s0").string() + "' --out '" + (dir / "m").string() + "'", dir);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("expected all 2 shards"), std::string::npos) << r.err;
+  r = run_oal("merge-calibration '" + (dir / "s0").string() + "' '" + (dir / "s1").string() +
+                  "' --out '" + (dir / "m").string() + "'",
+              dir);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("'seed' differs"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "m"));
+  r = run_oal(calibrate_args(d, dir / "x", "--shard 2/2"), dir);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("0 <= i < n"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
+TEST(CliDistributed, ALostRankIsNamedAndNothingIsWritten) {
+  const auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
+  const auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
+  const Data d{model, text};
+  const fs::path dir = temp_dir("lost");
+  auto r = run_oal(calibrate_args(d, dir / "run", "--nproc 2"), dir, "OAL_FAULT_EXIT_RANK=1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("rank 1 of 2"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run"));
+  fs::remove_all(dir);
+}
+
+}  // namespace
