@@ -4,10 +4,12 @@
 # libopenblas-dev is required: without it LibTorch links the reference BLAS and fp32
 # GEMM runs ~15x slower (see docs/design.md). libhwy-dev (Google Highway) is the CPU
 # kernels' portable SIMD layer.
+# python3-torch (the same LibTorch as libtorch-dev) and python3-pytest build and test the
+# Python package (python/); its ops need neither pybind11 nor the Python headers.
 set -euo pipefail
 
 packages=(build-essential cmake libtorch-dev libopenblas-dev nlohmann-json3-dev
-          libcli11-dev libgtest-dev libfmt-dev libhwy-dev)
+          libcli11-dev libgtest-dev libfmt-dev libhwy-dev python3-torch python3-pytest)
 
 missing=()
 for p in "${packages[@]}"; do
