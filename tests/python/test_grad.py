@@ -8,19 +8,23 @@ import oal
 import reference as ref
 
 
-def small(dtype=torch.float64, T=6, chunk=4):
-    q = torch.randn(1, 4, T, 8, dtype=dtype) * 0.7
-    k = torch.randn(1, 2, T, 8, dtype=dtype) * 0.7
-    v = torch.randn(1, 2, T, 5, dtype=dtype)
-    group_of, L = ref.random_kernels(4, 8, 3)
+def small(dtype=torch.float64, T=6, d=8, dv=5):
+    q = torch.randn(1, 4, T, d, dtype=dtype) * 0.7
+    k = torch.randn(1, 2, T, d, dtype=dtype) * 0.7
+    v = torch.randn(1, 2, T, dv, dtype=dtype)
+    group_of, L = ref.random_kernels(4, d, 3)
     return q, k, v, group_of, L.to(dtype)
+
+
+# gradcheck perturbs every input entry: the shapes below keep it to a few hundred
+# (d = 4: Df = 15, so a state has 2 * 15 * (Dv + 1) entries).
 
 
 # gradcheck's default tolerances (atol 1e-5, rtol 1e-3 on central differences with
 # eps 1e-6) hold for fp64 functions whose outputs are O(1), as these are.
 
 def test_attention_gradcheck_q_k_v_L():
-    q, k, v, group_of, L = small(T=7, chunk=3)
+    q, k, v, group_of, L = small(T=7, d=4, dv=3)
 
     def f(q, k, v, L):
         return oal.attention(q, k, v, group_of, L, 1e-6, 3)[0]
@@ -30,7 +34,7 @@ def test_attention_gradcheck_q_k_v_L():
 
 
 def test_attention_gradcheck_through_the_state():
-    q, k, v, group_of, L = small(T=5)
+    q, k, v, group_of, L = small(T=5, d=4, dv=3)
     _, S0 = oal.attention(q, k, v, group_of, L)
     q2, k2, v2 = (torch.randn_like(t) * 0.7 for t in (q, k, v))
 
@@ -43,7 +47,7 @@ def test_attention_gradcheck_through_the_state():
 
 
 def test_step_gradcheck():
-    q, k, v, group_of, L = small(T=4)
+    q, k, v, group_of, L = small(T=4, d=4, dv=3)
     _, S0 = oal.attention(q, k, v, group_of, L)
 
     def f(q, k, v, L, S):
@@ -62,7 +66,7 @@ def test_softmax_gradcheck_with_a_longer_key_sequence():
 
 
 def test_fp32_kernel_forward_gives_the_fp64_gradients():
-    q, k, v, group_of, L = small(T=40, chunk=16)
+    q, k, v, group_of, L = small(T=40)
     w = torch.randn(1, 4, 40, 5, dtype=torch.float64)
 
     def grads(dtype):
