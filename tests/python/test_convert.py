@@ -1,4 +1,6 @@
 """oal.convert on a small pure-PyTorch Llama (toy_llama.py, HF module layout)."""
+import copy
+
 import pytest
 import torch
 
@@ -58,10 +60,10 @@ def test_converted_model_trains_from_python():
     assert all(isinstance(l.self_attn, oal.OalSelfAttention) for l in model.model.layers)
     names = [n for n, _ in model.named_parameters()]
     assert "model.layers.0.self_attn.oal.L" in names
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    data = batch(config, B=8, T=24)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    data = batch(config, B=8, T=16)
     losses = []
-    for _ in range(40):
+    for _ in range(25):
         logits = model(data[:, :-1])
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, config.vocab_size),
                                                  data[:, 1:].reshape(-1))
@@ -71,9 +73,33 @@ def test_converted_model_trains_from_python():
         losses.append(loss.item())
     L0 = model.model.layers[0].self_attn.oal.L
     assert L0.grad is not None and L0.grad.abs().sum() > 0
-    # ln(48) = 3.87 at the start; 40 Adam steps on a counting task fit it well below
-    # half of that (measured: ~0.3); 50% leaves room for seeds and BLAS differences.
-    assert losses[-1] < 0.5 * losses[0], losses
+    # ln(48) = 3.9 at the start; measured ~0.03 after 25 steps for seeds 1-3 on a
+    # counting task: a quarter of the start leaves room for seeds and BLAS differences.
+    assert losses[-1] < 0.25 * losses[0], losses
+
+
+def test_training_only_L_moves_the_converted_model_towards_softmax():
+    torch.manual_seed(2)
+    config = toy_llama.ToyConfig()
+    teacher = toy_llama.LlamaForCausalLM(config)
+    student = copy.deepcopy(teacher)
+    oal.convert(student, toy_kernels(config, [0, 1]))
+    for name, p in student.named_parameters():
+        p.requires_grad_(name.endswith("oal.L"))
+    opt = torch.optim.Adam([p for p in student.parameters() if p.requires_grad], lr=0.05)
+    data = batch(config, B=8, T=32)[:, :-1]
+    with torch.no_grad():
+        target = teacher(data)
+    losses = []
+    for _ in range(20):
+        loss = (student(data) - target).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    # Output matching on L alone (the paper's fitting objective, on logits): measured
+    # 1-2% of the start after 30 steps for seeds 1-3; 30% after 20 is a loose bound.
+    assert losses[-1] < 0.3 * losses[0], losses
 
 
 def test_convert_accepts_a_causal_mask_and_refuses_padding():
