@@ -18,6 +18,7 @@
 #include "oal/attention/kernel_blocker.h"
 #include "oal/attention/kernel_json.h"
 #include "oal/attention/softmax.h"
+#include "oal/core/error.h"
 
 namespace oal::python {
 namespace {
@@ -40,6 +41,8 @@ struct SoftmaxFn : public torch::autograd::Function<SoftmaxFn> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    check(!at::GradMode::is_enabled(), "softmax_attention",
+          "double backward (create_graph=True) is not supported");
     const auto saved = ctx->get_saved_variables();
     const c10::IValue s = ctx->saved_data["scale"];
     const std::optional<double> scale =

@@ -9,7 +9,7 @@
 //   oal::step(q, k, v, group_of, L, eps, state) -> (y, state')
 //       one token: q [B, Hq, D], k [B, Hkv, D], v [B, Hkv, Dv] -> y [B, Hq, Dv]
 //       (the fused decode kernel of attn::HdDecodeState).
-//   oal::kernel_path(q, k, v, L, state?) -> str
+//   oal::kernel_path(q, k, v, state?) -> str
 //       which path the forward takes for these inputs, e.g. "kernel (avx2)".
 //   oal::reference(q, k, v, group_of, L, eps, kind) -> y
 //       the C++ references: kind "pairwise" (O(T²), factored weights), "recurrent"
@@ -112,6 +112,10 @@ struct OalAttentionFn : public torch::autograd::Function<OalAttentionFn> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    // The gradients below are computed on detached copies: a graph built from them
+    // would not reach the caller's tensors, so refuse instead of returning wrong ones.
+    check(!at::GradMode::is_enabled(), "oal_attention",
+          "double backward (create_graph=True) is not supported");
     const auto saved = ctx->get_saved_variables();
     const double eps = ctx->saved_data["eps"].toDouble();
     const int64_t chunk = ctx->saved_data["chunk"].toInt();
@@ -158,12 +162,11 @@ std::tuple<at::Tensor, at::Tensor> oal_step(const at::Tensor& q, const at::Tenso
 }
 
 std::string oal_kernel_path(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            const at::Tensor& L, const c10::optional<at::Tensor>& state) {
-  // The op's forward runs without recording (the graph is rebuilt in backward), so
-  // only devices and dtypes decide.
+                            const c10::optional<at::Tensor>& state) {
+  // The ops' forward runs without recording (the graph is rebuilt in backward), so
+  // only devices and dtypes decide, not whether q, k, v or L require gradients.
   at::NoGradGuard no_grad;
   attn::LayerKernels lk;
-  lk.L = L;
   attn::HdState st;
   st.S = state.has_value() ? *state : at::zeros({1}, q.options().dtype(at::kFloat));
   return attn::kernel_path(attn::hd_kernel_blocker(q, k, v, lk, st, {}));
@@ -194,7 +197,7 @@ TORCH_LIBRARY(oal, m) {
   m.def("step(Tensor q, Tensor k, Tensor v, Tensor group_of, Tensor L, float eps, "
         "Tensor state) -> (Tensor, Tensor)",
         &oal::python::oal_step);
-  m.def("kernel_path(Tensor q, Tensor k, Tensor v, Tensor L, Tensor? state=None) -> str",
+  m.def("kernel_path(Tensor q, Tensor k, Tensor v, Tensor? state=None) -> str",
         &oal::python::oal_kernel_path);
   m.def("reference(Tensor q, Tensor k, Tensor v, Tensor group_of, Tensor L, float eps, "
         "str kind) -> Tensor",

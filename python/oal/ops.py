@@ -53,10 +53,10 @@ def softmax_attention(q, k, v, scale=None):
 
 
 @translated
-def kernel_path(q, k, v, L, state=None):
+def kernel_path(q, k, v, state=None):
     """The forward path these inputs take: "kernel (<simd target>)" or
     "reference (<why not the kernel>)"."""
-    return torch.ops.oal.kernel_path(q, k, v, L, state)
+    return torch.ops.oal.kernel_path(q, k, v, state)
 
 
 @translated

@@ -1,6 +1,7 @@
 """Gradients of the ops: autograd (backward re-evaluates the ATen code) against finite
 differences in fp64 (torch.autograd.gradcheck), and the fp32 kernel path's gradients
 against the fp64 ones."""
+import pytest
 import torch
 from torch.autograd import gradcheck
 
@@ -90,3 +91,14 @@ def test_unused_state_output_needs_no_gradient():
     y, S = oal.attention(q, k, v, group_of, L)
     y.sum().backward()
     assert q.grad is not None and torch.isfinite(q.grad).all()
+
+
+def test_double_backward_is_refused():
+    q, k, v, group_of, L = small()
+    q.requires_grad_(True)
+    y, _ = oal.attention(q, k, v, group_of, L)
+    with pytest.raises(RuntimeError, match=r"\[oal_attention\] double backward"):
+        torch.autograd.grad(y.sum(), q, create_graph=True)
+    y = oal.softmax_attention(q, k, v)
+    with pytest.raises(RuntimeError, match=r"\[softmax_attention\] double backward"):
+        torch.autograd.grad(y.sum(), q, create_graph=True)
