@@ -121,6 +121,12 @@ TEST(CliText, Llama2cTextAndIdFormats) {
                                  ids.out.substr(0, ids.out.size() - 1) + "'");
   ASSERT_EQ(back.status, 0) << back.err;
   EXPECT_EQ(back.out, "Once upon a time\n");
+  // "é" is not in the 512-token vocabulary: two byte tokens, each half a character,
+  // printed as escapes.
+  const CliResult bytes = oal_run("tokenize --tokenizer " + q(tok) + " --text 'é'");
+  ASSERT_EQ(bytes.status, 0) << bytes.err;
+  EXPECT_NE(bytes.out.find("-> '\\xC3'"), std::string::npos) << bytes.out;
+  EXPECT_NE(bytes.out.find("-> '\\xA9'"), std::string::npos) << bytes.out;
   const auto j = nlohmann::json::parse(
       oal_run("tokenize --tokenizer " + q(tok) + " --text 'Once upon a time' --json").out);
   EXPECT_EQ(j.at("kind"), "llama2c");
