@@ -6,6 +6,8 @@
 //       flash CPU kernel for fp32/bf16 CPU inputs, else the tiled ATen code; backward
 //       re-evaluates the plain ATen reference and back-propagates through it (only the
 //       inputs are kept between forward and backward).
+//   oal::apply_env() -> ()
+//       applies OAL_SIMD and OAL_GEMM as the CLI does at start (`import oal` calls it).
 //   oal::read_kernels(path) -> str
 //       a kernel JSON file in our format or the official release layout, returned in our
 //       format ("oal-kernels" v1, docs/formats.md) as a JSON string for Python to parse.
@@ -19,6 +21,8 @@
 #include "oal/attention/kernel_json.h"
 #include "oal/attention/softmax.h"
 #include "oal/core/error.h"
+#include "oal/kernels/cpu/gemm_choice.h"
+#include "oal/kernels/cpu/isa.h"
 
 namespace oal::python {
 namespace {
@@ -64,6 +68,11 @@ at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at:
   return SoftmaxFn::apply(q, k, v, scale);
 }
 
+void apply_env() {
+  kernels::cpu::apply_simd_env();
+  kernels::cpu::apply_gemm_env();
+}
+
 std::string read_kernels(c10::string_view path) {
   return attn::kernels_to_json(attn::read_kernels(std::string(path))).dump();
 }
@@ -75,4 +84,5 @@ TORCH_LIBRARY_FRAGMENT(oal, m) {
   m.def("softmax_attention(Tensor q, Tensor k, Tensor v, float? scale=None) -> Tensor",
         &oal::python::softmax_attention);
   m.def("read_kernels(str path) -> str", &oal::python::read_kernels);
+  m.def("apply_env() -> ()", &oal::python::apply_env);
 }

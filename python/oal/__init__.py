@@ -4,7 +4,10 @@ Importing it loads the dispatcher ops (``torch.ops.oal.*``, built by the project
 into ``<build>/python/oal/_oal_ops.so``). See docs/python.md.
 """
 from . import _library
-from .errors import Error
+from .errors import Error, translated
+
+# OAL_SIMD (a SIMD target, e.g. avx2) and OAL_GEMM (own, blas, auto), as for the CLI.
+translated(__import__("torch").ops.oal.apply_env)()
 from .ops import (attention, empty_state, feature_dim, kernel_path, reference,
                   softmax_attention, step)
 from .kernels import HeadKernel, LayerKernels, ModelKernels, load_kernels, taylor_lower

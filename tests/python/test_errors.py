@@ -73,3 +73,14 @@ def test_reference_kind_is_checked():
     q, k, v, group_of, L = inputs()
     with pytest.raises(oal.Error, match=r"\[oal_reference\] kind must be 'pairwise'"):
         oal.reference(q, k, v, group_of, L, 1e-6, "fast")
+
+
+def test_a_bad_OAL_SIMD_fails_the_import_clearly():
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, OAL_SIMD="bogus")
+    out = subprocess.run([sys.executable, "-c", "import oal"], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode != 0
+    assert "oal.errors.Error: [" in out.stderr and "bogus" in out.stderr, out.stderr
