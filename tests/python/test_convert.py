@@ -129,3 +129,23 @@ def test_convert_errors_are_clear():
     oal.convert(model, toy_kernels(config, [0]))
     with pytest.raises(oal.Error, match=r"layer 0 is already converted"):
         oal.convert(model, toy_kernels(config, [0]))
+
+
+def test_convert_a_qwen2_shaped_model_with_the_official_coefficients():
+    from conftest import shared_file
+    path = shared_file("official-oal-qwen2.5-0.5b.json")
+    # Qwen2.5-0.5B's attention shapes (14 query heads, 2 KV heads, head_dim 64, q/k/v
+    # bias), random weights, two layers and a small MLP.
+    config = toy_llama.ToyConfig(vocab_size=64, hidden_size=896, intermediate_size=64,
+                                 num_attention_heads=14, num_key_value_heads=2, head_dim=64,
+                                 attention_bias=True, rope_theta=1e6)
+    model = toy_llama.LlamaForCausalLM(config)
+    oal.convert(model, str(path), layers=[1])
+    attn = model.model.layers[1].self_attn
+    assert isinstance(attn, oal.OalSelfAttention)
+    gmax = max(len(h.groups) for h in oal.load_kernels(path).layers[1])
+    assert attn.oal.L.shape == (14, gmax + 1, gmax + 1)
+    ids = torch.randint(0, 64, (1, 40))
+    with torch.no_grad():
+        logits = model(ids)
+    assert logits.shape == (1, 40, 64) and torch.isfinite(logits).all()
