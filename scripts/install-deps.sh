@@ -5,10 +5,13 @@
 # GEMM runs ~15x slower (see docs/design.md). libhwy-dev (Google Highway) is the CPU
 # kernels' portable SIMD layer. libgloo-dev provides the headers of LibTorch's Gloo
 # process group (multi-process calibration; the code itself is in libtorch).
+# python3-torch (the same LibTorch as libtorch-dev) and python3-pytest build and test the
+# Python package (python/); its ops need neither pybind11 nor the Python headers.
 set -euo pipefail
 
 packages=(build-essential cmake libtorch-dev libopenblas-dev nlohmann-json3-dev
-          libcli11-dev libgtest-dev libfmt-dev libhwy-dev libgloo-dev)
+          libcli11-dev libgtest-dev libfmt-dev libhwy-dev libgloo-dev python3-torch
+          python3-pytest)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,78 @@
+"""oal.QuadraticAttention and its DecodeState."""
+import math
+
+import pytest
+import torch
+
+import oal
+import reference as ref
+
+
+def qkv(B=2, Hq=4, Hkv=2, T=20, d=8, dv=8, dtype=torch.float32):
+    return (torch.randn(B, Hq, T, d, dtype=dtype), torch.randn(B, Hkv, T, d, dtype=dtype),
+            torch.randn(B, Hkv, T, dv, dtype=dtype))
+
+
+def test_default_is_the_taylor_kernel():
+    groups = [[0, 1, 2, 3, 4, 5], [6], [7]]
+    attn = oal.QuadraticAttention(groups, heads=4, dtype=torch.float64)
+    q, k, v = qkv(dtype=torch.float64)
+    s = ref.repeat_kv(k, 4)
+    scores = q @ s.transpose(-1, -2) / math.sqrt(8)
+    w = (1 + scores + scores ** 2 / 2).masked_fill(~ref.causal_mask(20, 20), 0)
+    want = (w @ ref.repeat_kv(v, 4)) / w.sum(-1, keepdim=True)
+    # a = eps + M00 = 1 exactly; fp64 throughout.
+    torch.testing.assert_close(attn(q, k, v), want, rtol=1e-10, atol=1e-10)
+
+
+def test_forward_prefill_and_decode_agree():
+    group_of, L = ref.random_kernels(4, 8, 3)
+    attn = oal.QuadraticAttention.from_kernels(oal.LayerKernels(group_of, L), chunk=8)
+    q, k, v = qkv()
+    with torch.no_grad():
+        y = attn(q, k, v)
+        y1, state = attn.prefill(q[:, :, :13], k[:, :, :13], v[:, :, :13])
+        assert state.tokens == 13
+        assert state.state_bytes == 2 * 2 * oal.feature_dim(8) * 9 * 4
+        ys = [state.step(q[:, :, t], k[:, :, t], v[:, :, t]) for t in range(13, 17)]
+        y_ext = state.extend(q[:, :, 17:], k[:, :, 17:], v[:, :, 17:])
+        assert state.tokens == 20
+    got = torch.cat([y1, torch.stack(ys, 2), y_ext], 2)
+    # fp32 kernels (chunked, fused step) with different summation orders: ~1e-6.
+    torch.testing.assert_close(got, y, rtol=1e-4, atol=1e-4)
+    empty = attn.decode_state()
+    with torch.no_grad():
+        torch.testing.assert_close(empty.step(q[:, :, 0], k[:, :, 0], v[:, :, 0]), y[:, :, 0],
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_L_is_a_trainable_parameter():
+    group_of, L = ref.random_kernels(4, 8, 2)
+    attn = oal.QuadraticAttention.from_kernels(oal.LayerKernels(group_of, L))
+    assert [n for n, _ in attn.named_parameters()] == ["L"]
+    assert "group_of" in dict(attn.named_buffers())
+    q, k, v = qkv()
+    attn(q, k, v).square().mean().backward()
+    assert attn.L.grad is not None and attn.L.grad.abs().sum() > 0
+    assert "heads=4" in repr(attn)
+
+
+def test_per_head_groups_and_explicit_L():
+    groups = [[[0, 1, 2], [3]], [[0], [1, 2, 3]]]
+    L = torch.eye(3, dtype=torch.float64).repeat(2, 1, 1)
+    attn = oal.QuadraticAttention(groups, L=L, eps=1e-3)
+    assert attn.group_of.tolist() == [[0, 0, 0, 1], [0, 1, 1, 1]]
+    assert attn.eps == 1e-3
+
+
+def test_bad_construction_raises_clearly():
+    with pytest.raises(oal.Error, match=r"\[QuadraticAttention\] one list of groups"):
+        oal.QuadraticAttention([[0, 1], [2, 3]])
+    with pytest.raises(oal.Error, match=r"dimension 1 is in two groups"):
+        oal.QuadraticAttention([[0, 1], [1, 2]], heads=2)
+    with pytest.raises(oal.Error, match=r"dimension 3 not in 0..2"):
+        oal.QuadraticAttention([[0, 1], [3]], heads=2)
+    with pytest.raises(oal.Error, match=r"L must be \[Hq = 2"):
+        oal.QuadraticAttention([[0, 1], [2, 3]], heads=2, L=torch.eye(3))
+    with pytest.raises(oal.Error, match=r"eps must be in"):
+        oal.QuadraticAttention([[0, 1], [2, 3]], heads=2, eps=0.0)
