@@ -4,10 +4,13 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "launch.h"
+#include "oal/dist/world.h"
 #include "oal/attention/registry.h"
 #include "oal/train/pipeline.h"
 #include "progress_bar.h"
@@ -16,12 +19,20 @@ namespace {
 
 struct FinetuneArgs {
   oal::train::FinetuneRunOptions o;
+  int nproc = 1;
   std::string calib, tokenizer, out, train, val, init = "initial";
   bool freeze_kernel = false, json = false, quiet = false;
 };
 
 void run(FinetuneArgs& a) {
+  if (a.nproc > 1 && std::getenv("WORLD_SIZE") == nullptr) {
+    oal::cli::launch_local_ranks(oal::cli::without_nproc(oal::cli::own_command_line()), a.nproc);
+    return;
+  }
   auto& o = a.o;
+  o.train.world = oal::dist::world_from_env();
+  oal::cli::exit_if_fault_injected(o.train.world->rank());
+  if (o.train.world->rank() != 0) a.quiet = true;
   o.convert.calib = a.calib;
   o.convert.tokenizer = a.tokenizer;
   o.convert.out = a.out;
@@ -32,6 +43,7 @@ void run(FinetuneArgs& a) {
   oal::cli::ProgressBar bar("finetune", !a.quiet);
   const auto r = oal::train::run_finetune(o, bar.fn());
   bar.finish();
+  if (o.train.world->rank() != 0) return;  // rank 0 reports
   const auto& t = r.train;
   if (a.json) {
     nlohmann::json val = nlohmann::json::array();
@@ -113,6 +125,11 @@ oal::cli::Registrar reg{
       app.add_flag("--freeze-kernel", a->freeze_kernel, "Train LoRA only (kernel parameters fixed)");
       app.add_option("--device", o.device, "cpu | cuda[:N]")->capture_default_str();
       app.add_option("--tokenizer", a->tokenizer, "Tokenizer file (default: beside the model)");
+      app.add_option("--nproc", a->nproc,
+                     "Data-parallel over N local processes (c10d, Gloo; the --batch blocks of an "
+                     "update are split over them); across machines set MASTER_ADDR, MASTER_PORT, "
+                     "RANK, WORLD_SIZE instead")
+          ->capture_default_str();
       app.add_flag("--quiet", a->quiet, "No progress bar");
       app.add_flag("--json", a->json, "Machine-readable output");
       return [a] { run(*a); };

@@ -96,6 +96,48 @@ void history_from_json(const nlohmann::json& j, std::vector<StepRecord>& s, std:
   for (const auto& r : j.at("val")) v.push_back({r[0].get<int64_t>(), r[1].get<double>()});
 }
 
+// Sum of `grads` over ranks in one collective (flattened), in place.
+void all_reduce_grads(dist::World& world, const std::vector<at::Tensor>& params) {
+  if (world.size() == 1) return;
+  std::vector<at::Tensor> flat;
+  for (const auto& p : params)
+    flat.push_back(p.grad().defined() ? p.grad().reshape({-1}).to(at::kDouble)
+                                      : at::zeros({p.numel()}, at::kDouble));
+  at::Tensor all = at::cat(flat).contiguous();
+  world.all_reduce_sum(all);
+  int64_t at_ = 0;
+  for (const auto& p : params) {
+    const at::Tensor part = all.narrow(0, at_, p.numel()).view(p.sizes());
+    if (p.grad().defined()) p.mutable_grad().copy_(part);
+    else p.mutable_grad() = part.to(p.scalar_type());
+    at_ += p.numel();
+  }
+}
+
+// This rank's share of `blocks` [N, ctx]: rows rank, rank + size, ...
+at::Tensor rank_rows(const at::Tensor& blocks, const dist::World& world) {
+  if (world.size() == 1) return blocks;
+  return blocks.index_select(0, at::arange(world.rank(), blocks.size(0), world.size(), at::kLong));
+}
+
+// mean_block_nll over every rank's share of `blocks`.
+double validation_nll(const model::Transformer& model, const at::Tensor& blocks, int64_t batch,
+                      dist::World& world) {
+  if (world.size() == 1) return mean_block_nll(model, blocks, batch);
+  at::NoGradGuard no_grad;
+  const at::Device dev = model.embed_tokens().device();
+  const at::Tensor mine = rank_rows(blocks, world);
+  at::Tensor sum = at::zeros({1}, at::kDouble);
+  for (int64_t b = 0; b < mine.size(0); b += batch) {
+    const int64_t n = std::min(batch, mine.size(0) - b);
+    sum += block_nll_sum(model, mine.narrow(0, b, n).to(dev)).to(at::kCPU, at::kDouble);
+  }
+  world.all_reduce_sum(sum);
+  const double nll = sum.item<double>() / double(blocks.size(0) * (blocks.size(1) - 1));
+  check(std::isfinite(nll), k_op, "validation NLL is not finite ({})", nll);
+  return nll;
+}
+
 }  // namespace
 
 int64_t block_for_position(int64_t position, int64_t num_blocks, uint64_t seed) {
@@ -164,9 +206,13 @@ FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
     }
   };
 
+  const std::shared_ptr<dist::World> world_ptr = o.world ? o.world : dist::single_process();
+  dist::World& world = *world_ptr;
+  const bool root = world.rank() == 0;
   FinetuneResult res;
   int64_t step = 0;
   const bool has_ckpt = checkpoint_dir(run_dir, "last").has_value();
+  world.barrier();  // every rank looked before rank 0 writes the first checkpoint
   if (resume && has_ckpt) {
     auto c = load_checkpoint(run_dir, "last");
     check(c->state.contains("signature") && c->state["signature"] == signature, k_op,
@@ -183,14 +229,15 @@ FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
   } else {
     check(!has_ckpt, k_op, "'{}' already holds checkpoints; pass --resume or another --out",
           run_dir.string());
-    fs::create_directories(run_dir);
+    if (root) fs::create_directories(run_dir);
     lora.set_training(false);
-    res.best_val_nll = mean_block_nll(model, data.val, o.batch);
+    res.best_val_nll = validation_nll(model, data.val, o.batch, world);
     res.best_step = 0;
     res.val_log.push_back({0, res.best_val_nll});
   }
 
   auto save = [&](int64_t done, bool is_best, double val) {
+    if (!root) return;
     Checkpoint c;
     c.step = done;
     c.tensors = named;
@@ -213,22 +260,33 @@ FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
     std::vector<int64_t> idx;
     for (int64_t b = 0; b < o.batch; ++b)
       idx.push_back(block_for_position(step * o.batch + b, n_train, o.seed));
-    const at::Tensor blocks = data.train.index_select(0, at::tensor(idx, at::kLong)).to(dev);
+    const at::Tensor all = data.train.index_select(0, at::tensor(idx, at::kLong));
+    const at::Tensor blocks = rank_rows(all, world).to(dev);
     lora.set_training(true);
-    at::Tensor loss = block_nll_sum(model, blocks) / double(blocks.numel() - blocks.size(0));
-    const double loss_v = loss.item<double>();
+    const double targets = double(all.numel() - all.size(0));  // of the whole batch
+    double loss_v = 0;
+    if (blocks.size(0) > 0) {
+      at::Tensor loss = block_nll_sum(model, blocks) / targets;
+      loss_v = loss.item<double>();
+      loss.backward();
+    }
+    if (world.size() > 1) {
+      at::Tensor l = at::tensor({loss_v}, at::kDouble);
+      world.all_reduce_sum(l);
+      loss_v = l.item<double>();
+    }
     check(std::isfinite(loss_v), k_op, "training loss is not finite at update {}", step + 1);
-    loss.backward();
+    all_reduce_grads(world, params);
     const double gn = clip_grad_norm(params, o.clip_norm);
     opt.step();
     opt.zero_grad();
-    tokens += blocks.numel();
+    tokens += all.numel();
     res.steps_log.push_back({step + 1, loss_v, lr, gn});
 
     const int64_t done = step + 1;
     if (done % o.eval_every == 0 || done == o.steps) {
       lora.set_training(false);
-      const double val = mean_block_nll(model, data.val, o.batch);
+      const double val = validation_nll(model, data.val, o.batch, world);
       res.val_log.push_back({done, val});
       const bool best = val < res.best_val_nll;
       if (best) {
@@ -236,6 +294,7 @@ FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
         res.best_step = done;
       }
       save(done, best, val);
+      world.barrier();  // rank 0's checkpoint is on disk before any rank reads one
     }
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

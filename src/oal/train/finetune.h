@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "oal/core/progress.h"
+#include "oal/dist/world.h"
 #include "oal/model/lora.h"
 #include "oal/model/transformer.h"
 #include "oal/train/checkpoint.h"
@@ -33,6 +34,14 @@ struct FinetuneOptions {
   double clip_norm = 1.0;
   int64_t eval_every = 128;      // validation + checkpoint every K updates (and at the end)
   uint64_t seed = 42;
+  // Data parallel (DDP semantics) over the processes of a run (dist/world.h); null = this
+  // process alone. Every rank holds the whole model and calls finetune() with the same
+  // arguments; each update's `batch` blocks are dealt round-robin to the ranks, the
+  // gradients summed over ranks (each rank's loss is its share of the global mean), so
+  // an update equals the single-process one up to summation order (and dropout masks,
+  // which are drawn per rank). Validation blocks are split likewise. Rank 0 writes the
+  // checkpoints; every rank reads them (a resume may use any number of ranks).
+  std::shared_ptr<dist::World> world;
 };
 
 // Token blocks, int64 [N, ctx] on any device (moved to the model's device per update).

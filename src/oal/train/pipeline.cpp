@@ -94,6 +94,7 @@ FinetuneRunResult run_finetune(const FinetuneRunOptions& o, const ProgressFn& pr
   for (const auto& [n, t] : kernel) res.kernel_parameters += t.numel();
 
   res.train = finetune(model, lora, kernel, data, o.train, c.out, o.resume, progress, hooks);
+  if (o.train.world && o.train.world->rank() != 0) return res;  // rank 0 exports
 
   // ---- export the best checkpoint -------------------------------------------------
   const fs::path adapter = c.out / "adapter";
