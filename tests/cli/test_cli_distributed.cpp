@@ -102,7 +102,7 @@ TEST(CliDistributed, ALostRankIsNamedAndNothingIsWritten) {
 // ~1e-7 relative; 6 Adam updates at lr 5e-4 keep the adapters within ~1e-6 and the
 // validation NLL within ~1e-7 (measured 6e-8); 1e-5 leaves margin while a wrong batch
 // split or an unreduced gradient moves them by 1e-3 or more.
-TEST(CliDistributed, FinetuneOnTwoRanksMatchesOneProcess) {
+TEST(CliDistributed, FinetuneOnTwoRanksMatchesOneProcessAndResumesOnOne) {
   const auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
   const auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
   const fs::path dir = temp_dir("ddp");
@@ -121,6 +121,16 @@ TEST(CliDistributed, FinetuneOnTwoRanksMatchesOneProcess) {
   for (size_t i = 0; i < 3; ++i)
     EXPECT_NEAR(a["val"][i]["nll"].get<double>(), b["val"][i]["nll"].get<double>(), 1e-5) << i;
   EXPECT_LT(a["val"][2]["nll"].get<double>(), a["val"][0]["nll"].get<double>());  // it learned
+  // Interrupted after update 3 on 2 ranks, resumed on 1: the same run (any world size
+  // can resume, the checkpoint holds the whole replicated state).
+  auto cut = run_oal(args("cut") + " --nproc 2", dir, "OAL_FAULT_EXIT_AFTER_STEP=3");
+  EXPECT_NE(cut.status, 0);
+  auto resumed = run_oal(args("cut") + " --resume", dir);
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  const auto c = nlohmann::json::parse(resumed.out);
+  EXPECT_EQ(c["resumed_from"].get<int64_t>(), 3);
+  EXPECT_NEAR(c["val"][2]["nll"].get<double>(), a["val"][2]["nll"].get<double>(), 1e-5);
+
   const auto ta = oal::io::read_safetensors(dir / "one/adapter/adapter_model.safetensors").tensors;
   const auto tb = oal::io::read_safetensors(dir / "two/adapter/adapter_model.safetensors").tensors;
   ASSERT_EQ(ta.size(), tb.size());

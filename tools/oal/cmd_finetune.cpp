@@ -41,7 +41,14 @@ void run(FinetuneArgs& a) {
   o.train_kernel = !a.freeze_kernel;
   o.convert.init = oal::convert::parse_kernel_init(a.init);
   oal::cli::ProgressBar bar("finetune", !a.quiet);
-  const auto r = oal::train::run_finetune(o, bar.fn());
+  oal::train::FinetuneHooks hooks;
+  // Test hook: OAL_FAULT_EXIT_AFTER_STEP=k stops every rank after update k (after its
+  // checkpoint when one is due), as an interruption would; --resume continues from there.
+  if (const char* k = std::getenv("OAL_FAULT_EXIT_AFTER_STEP"))
+    hooks.after_step = [stop = std::atoll(k)](int64_t step) {
+      if (step == stop) std::_Exit(3);
+    };
+  const auto r = oal::train::run_finetune(o, bar.fn(), hooks);
   bar.finish();
   if (o.train.world->rank() != 0) return;  // rank 0 reports
   const auto& t = r.train;
