@@ -62,6 +62,25 @@ TEST(CliDistributed, TwoRanksAndTwoShardsWriteTheSameRunAsOneProcess) {
   fs::remove_all(dir);
 }
 
+TEST(CliDistributed, LinearizeOnTwoRanksWritesTheSameFilesAsOneProcess) {
+  const auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
+  const auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
+  const fs::path dir = temp_dir("linearize");
+  auto args = [&](const std::string& out) {
+    return "linearize --model '" + model.string() + "' --text '" + text.string() +
+           "' --layers 1-2 --ctx 128 --bootstrap 50 --max-updates 20 --val-every 10 --patience 20 "
+           "--quiet --json --out '" + (dir / out).string() + "'";
+  };
+  auto r = run_oal(args("one"), dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run_oal(args("two") + " --nproc 2", dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* f : {"analysis.json", "groups.json", "kernels-oal.json", "fidelity.json"})
+    EXPECT_TRUE(read_file(dir / "one" / f) == read_file(dir / "two" / f)) << f;
+  expect_same_run(dir / "one", dir / "two");
+  fs::remove_all(dir);
+}
+
 TEST(CliDistributed, MismatchedOrMissingShardsAreRefused) {
   const auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
   const auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");

@@ -2,8 +2,12 @@
 // group (App. B), calibrate (Eq. 20, every method) and frozen-attention fidelity (Table 2).
 #include <fmt/core.h>
 
+#include <cstdlib>
+
 #include "calib_options.h"
 #include "command.h"
+#include "launch.h"
+#include "oal/dist/world.h"
 #include "grouping_options.h"
 #include "oal/attention/registry.h"
 #include "oal/analysis/analysis_json.h"
@@ -33,11 +37,22 @@ struct LinearizeArgs {
   oa::GroupingOptions grouping;
   oal::calib::CalibrationOptions options;
   bool quiet = false, json = false;
+  int nproc = 1;
 };
 
-void run(const LinearizeArgs& a) {
+void run(LinearizeArgs a) {
+  if (a.nproc > 1 && std::getenv("WORLD_SIZE") == nullptr) {
+    oal::cli::launch_local_ranks(oal::cli::without_nproc(oal::cli::own_command_line()), a.nproc);
+    return;
+  }
+  // Several ranks share the calibration's fits; every rank analyses and groups (cheap,
+  // deterministic), rank 0 alone writes files, evaluates fidelity and reports.
+  const auto world = oal::dist::world_from_env();
+  oal::cli::exit_if_fault_injected(world->rank());
+  const bool root = world->rank() == 0;
+  if (!root) a.quiet = true;
   const std::filesystem::path dir(a.out);
-  std::filesystem::create_directories(dir);
+  if (root) std::filesystem::create_directories(dir);
   auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
   const std::string text = oal::text::read_text_file(a.text);
   const std::vector<int32_t> stream = tok->encode(text, false);
@@ -71,7 +86,7 @@ void run(const LinearizeArgs& a) {
     analysis = oa::analyze_model(model, prompts, ao);
   }
   analysis.model = a.model;
-  oa::write_analysis(dir / "analysis.json", analysis);
+  if (root) oa::write_analysis(dir / "analysis.json", analysis);
   // 2. Grouping.
   std::vector<oa::LayerGroups> grouped;
   {
@@ -85,7 +100,7 @@ void run(const LinearizeArgs& a) {
                  {"model", a.model},
                  {"grouping", oa::groups_summary_json(grouped, a.grouping, 0)}};
   groups.meta["grouping"].erase("layers");
-  oal::attn::write_kernels(dir / "groups.json", groups);
+  if (root) oal::attn::write_kernels(dir / "groups.json", groups);
   // 3. Calibration.
   oal::calib::ModelCalibrationOptions co;
   co.ctx = a.ctx;
@@ -93,6 +108,7 @@ void run(const LinearizeArgs& a) {
   co.split = split;
   co.calibration = a.options;
   co.calibration.methods = oal::cli::split_names(a.methods);
+  co.calibration.world = world;
   oal::calib::CalibrationResult calibrated;
   {
     oal::cli::ProgressBar cap("capture", !a.quiet), bar("calibrate", !a.quiet);
@@ -100,6 +116,7 @@ void run(const LinearizeArgs& a) {
     co.calibration.progress = bar.fn();
     calibrated = oal::calib::calibrate_model(model, stream, &groups, co);
   }
+  if (!root) return;
   oal::calib::write_run(dir, calibrated, co.calibration, {a.model, a.text, a.ctx, co.split, fingerprint});
   // 4. Fidelity on the held-out blocks.
   oal::eval::FidelityResult fid;
@@ -158,6 +175,10 @@ oal::cli::Registrar reg{
           ->capture_default_str();
       app.add_option("--patience", a->options.fit.patience,
                      "Stop after this many updates without improvement")
+          ->capture_default_str();
+      app.add_option("--nproc", a->nproc,
+                     "Share the calibration's fits among N local processes (c10d, Gloo); across "
+                     "machines set MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE instead")
           ->capture_default_str();
       app.add_flag("--quiet", a->quiet, "No progress bars");
       app.add_flag("--json", a->json, "Print the fidelity JSON");
