@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "oal/attention/hd.h"
+#include "oal/attention/qkv_shape.h"
 #include "oal/attention/softmax.h"
 #include "oal/attention/softmax_method.h"
 #include "oal/kernels/cpu/flash_softmax.h"
@@ -96,15 +97,7 @@ at::Tensor decode_in_pieces(DecodeState& st, const Inputs& in) {
 // points choose themselves: sequence segments scanned in parallel, per-token decode steps
 // and flash block sizes.
 kc::AttentionDims dims_of(const Inputs& in) {
-  kc::AttentionDims d;
-  d.batch = in.q.size(0);
-  d.q_heads = in.q.size(1);
-  d.kv_heads = in.k.size(1);
-  d.q_len = in.q.size(2);
-  d.k_len = in.k.size(2);
-  d.dim = in.q.size(3);
-  d.value_dim = in.v.size(3);
-  return d;
+  return kernel_dims(check_qkv("test", in.q, in.k, in.v, false));
 }
 
 at::Tensor f32(const at::Tensor& t) { return t.to(at::kFloat).contiguous(); }

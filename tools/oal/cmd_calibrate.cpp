@@ -45,10 +45,7 @@ std::vector<int64_t> shard_layers(const std::vector<int64_t>& layers, const oal:
 }
 
 void run(const CalibrateArgs& a) {
-  if (a.nproc > 1 && std::getenv("WORLD_SIZE") == nullptr) {
-    oal::cli::launch_local_ranks(oal::cli::without_nproc(oal::cli::own_command_line()), a.nproc);
-    return;
-  }
+  if (oal::cli::ran_as_launcher(a.nproc)) return;
   const auto world = oal::dist::world_from_env();
   oal::cli::exit_if_fault_injected(world->rank());
   const bool root = world->rank() == 0, quiet = a.quiet || !root;

@@ -25,10 +25,7 @@ struct FinetuneArgs {
 };
 
 void run(FinetuneArgs& a) {
-  if (a.nproc > 1 && std::getenv("WORLD_SIZE") == nullptr) {
-    oal::cli::launch_local_ranks(oal::cli::without_nproc(oal::cli::own_command_line()), a.nproc);
-    return;
-  }
+  if (oal::cli::ran_as_launcher(a.nproc)) return;
   auto& o = a.o;
   o.train.world = oal::dist::world_from_env();
   oal::cli::exit_if_fault_injected(o.train.world->rank());

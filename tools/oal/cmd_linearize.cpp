@@ -41,10 +41,7 @@ struct LinearizeArgs {
 };
 
 void run(LinearizeArgs a) {
-  if (a.nproc > 1 && std::getenv("WORLD_SIZE") == nullptr) {
-    oal::cli::launch_local_ranks(oal::cli::without_nproc(oal::cli::own_command_line()), a.nproc);
-    return;
-  }
+  if (oal::cli::ran_as_launcher(a.nproc)) return;
   // Several ranks share the calibration's fits; every rank analyses and groups (cheap,
   // deterministic), rank 0 alone writes files, evaluates fidelity and reports.
   const auto world = oal::dist::world_from_env();

@@ -58,6 +58,12 @@ std::vector<std::string> own_command_line() {
   return args;
 }
 
+bool ran_as_launcher(int nproc) {
+  if (nproc <= 1 || std::getenv("WORLD_SIZE") != nullptr) return false;
+  launch_local_ranks(without_nproc(own_command_line()), nproc);
+  return true;
+}
+
 void exit_if_fault_injected(int rank) {
   const char* v = std::getenv("OAL_FAULT_EXIT_RANK");
   if (v != nullptr && std::to_string(rank) == v) ::_exit(3);

@@ -16,6 +16,11 @@ std::vector<std::string> own_command_line();
 // rank exited with status 0; throws oal::Error("launch") otherwise.
 void launch_local_ranks(const std::vector<std::string>& args, int nproc);
 
+// The prelude of every command with --nproc: when `nproc` > 1 and this process is not a
+// rank yet (no WORLD_SIZE), runs the command line as `nproc` local ranks and returns
+// true (the caller is done); otherwise false (the caller runs as itself / its rank).
+bool ran_as_launcher(int nproc);
+
 // Test hook: exits with status 3 when OAL_FAULT_EXIT_RANK names `rank` (a rank lost
 // after the rendezvous, for the tests of what the others and the launcher do).
 void exit_if_fault_injected(int rank);

@@ -120,18 +120,24 @@ at::Tensor rank_rows(const at::Tensor& blocks, const dist::World& world) {
   return blocks.index_select(0, at::arange(world.rank(), blocks.size(0), world.size(), at::kLong));
 }
 
-// mean_block_nll over every rank's share of `blocks`.
-double validation_nll(const model::Transformer& model, const at::Tensor& blocks, int64_t batch,
-                      dist::World& world) {
-  if (world.size() == 1) return mean_block_nll(model, blocks, batch);
+// Summed NLL of `blocks` [N, ctx] in batches of `batch`, no gradient, fp64 on the CPU.
+at::Tensor nll_total(const model::Transformer& model, const at::Tensor& blocks, int64_t batch) {
   at::NoGradGuard no_grad;
   const at::Device dev = model.embed_tokens().device();
-  const at::Tensor mine = rank_rows(blocks, world);
   at::Tensor sum = at::zeros({1}, at::kDouble);
-  for (int64_t b = 0; b < mine.size(0); b += batch) {
-    const int64_t n = std::min(batch, mine.size(0) - b);
-    sum += block_nll_sum(model, mine.narrow(0, b, n).to(dev)).to(at::kCPU, at::kDouble);
+  for (int64_t b = 0; b < blocks.size(0); b += batch) {
+    const int64_t n = std::min(batch, blocks.size(0) - b);
+    sum += block_nll_sum(model, blocks.narrow(0, b, n).to(dev)).to(at::kCPU, at::kDouble);
   }
+  return sum;
+}
+
+// Mean NLL per target over every rank's share of `blocks`.
+double validation_nll(const model::Transformer& model, const at::Tensor& blocks, int64_t batch,
+                      dist::World& world) {
+  check(blocks.dim() == 2 && blocks.size(0) >= 1 && blocks.size(1) >= 2, k_op,
+        "validation blocks must be [N >= 1, ctx >= 2]");
+  at::Tensor sum = nll_total(model, rank_rows(blocks, world), batch);
   world.all_reduce_sum(sum);
   const double nll = sum.item<double>() / double(blocks.size(0) * (blocks.size(1) - 1));
   check(std::isfinite(nll), k_op, "validation NLL is not finite ({})", nll);
@@ -154,18 +160,7 @@ int64_t block_for_position(int64_t position, int64_t num_blocks, uint64_t seed) 
 }
 
 double mean_block_nll(const model::Transformer& model, const at::Tensor& blocks, int64_t batch) {
-  check(blocks.dim() == 2 && blocks.size(0) >= 1 && blocks.size(1) >= 2, k_op,
-        "validation blocks must be [N >= 1, ctx >= 2]");
-  at::NoGradGuard no_grad;
-  const at::Device dev = model.embed_tokens().device();
-  double sum = 0;
-  for (int64_t b = 0; b < blocks.size(0); b += batch) {
-    const int64_t n = std::min(batch, blocks.size(0) - b);
-    sum += block_nll_sum(model, blocks.narrow(0, b, n).to(dev)).item<double>();
-  }
-  const double nll = sum / double(blocks.size(0) * (blocks.size(1) - 1));
-  check(std::isfinite(nll), k_op, "validation NLL is not finite ({})", nll);
-  return nll;
+  return validation_nll(model, blocks, batch, *dist::single_process());
 }
 
 FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
