@@ -82,7 +82,11 @@ void run(const CalibrateArgs& a) {
   if (!root) return;  // rank 0 writes the run and reports
   oal::calib::write_run(a.out, r, o.calibration, {a.model, a.text, a.ctx, o.split, fingerprint, shard});
   if (a.json) {
-    fmt::print("{}\n", nlohmann::json{{"out", a.out}, {"fits", oal::calib::reports_json(r.reports)}}.dump(2));
+    fmt::print("{}\n", nlohmann::json{{"out", a.out},
+                                      {"seconds", {{"capture", r.capture_seconds},
+                                                   {"fits", r.fit_seconds}}},
+                                      {"fits", oal::calib::reports_json(r.reports)}}
+                           .dump(2));
     return;
   }
   fmt::print("{:<14} {:>6} {:>5} {:<16} {:>12} {:>12} {:>6}\n", "method", "layer", "head",
@@ -91,7 +95,8 @@ void run(const CalibrateArgs& a) {
     if (f.selected)
       fmt::print("{:<14} {:>6} {:>5} {:<16} {:>12.5g} {:>12.5g} {:>6}\n", f.method, f.layer,
                  f.head, f.init, f.initial_val, f.best_val, f.best_update);
-  fmt::print("wrote {}\n", a.out);
+  fmt::print("capture {:.1f} s, fits {:.1f} s (rank 0)\nwrote {}\n", r.capture_seconds,
+             r.fit_seconds, a.out);
 }
 
 oal::cli::Registrar reg{

@@ -52,6 +52,9 @@ struct CalibrationResult {
   std::vector<LayerMethods> layers;
   attn::ModelKernels oal, global;  // fitted kernels (when requested)
   std::vector<FitReport> reports;
+  // Wall time of each phase on this rank (s): "capture" (forward passes, softmax targets
+  // and their exchange; calibrate_model only), "fits". Not written to the run directory.
+  double capture_seconds = 0, fit_seconds = 0;
 };
 
 // The methods calibrate() fits, in the order it runs and reports them: the requested

@@ -1,6 +1,9 @@
 #include "oal/calib/pipeline.h"
 
+#include <chrono>
+
 #include "oal/calib/layer_data.h"
+#include "oal/calib/shared_capture.h"
 
 namespace oal::calib {
 
@@ -10,9 +13,15 @@ CalibrationResult calibrate_model(const model::Transformer& model,
                                   const ModelCalibrationOptions& options) {
   SplitBlocks blocks = split_blocks(stream, options.ctx, options.split);
   const std::vector<int64_t> layers = resolve_layers(model, options.layers);
-  auto train = capture_qkv(model, blocks.train, layers, options.capture_progress);
-  auto val = capture_qkv(model, blocks.val, layers, options.capture_progress);
-  return calibrate(fit_inputs(train, val), groups, options.calibration);
+  const auto world = options.calibration.world ? options.calibration.world : dist::single_process();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<LayerFitInput> inputs = shared_fit_inputs(model, blocks.train, blocks.val, layers,
+                                                        *world, options.capture_progress);
+  const auto t1 = std::chrono::steady_clock::now();
+  CalibrationResult r = calibrate(inputs, groups, options.calibration);
+  r.capture_seconds = std::chrono::duration<double>(t1 - t0).count();
+  r.fit_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  return r;
 }
 
 }  // namespace oal::calib

@@ -15,7 +15,7 @@ struct ModelCalibrationOptions {
   std::vector<int64_t> layers;  // empty: all
   BlockSplit split;
   CalibrationOptions calibration;
-  ProgressFn capture_progress;  // ("sequences")
+  ProgressFn capture_progress;  // this rank's share of the capture (shared_capture.h)
 };
 
 CalibrationResult calibrate_model(const model::Transformer& model,
