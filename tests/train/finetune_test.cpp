@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <stdexcept>
 
@@ -123,6 +124,12 @@ TEST(Finetune, BadInputFailsBeforeAnyUpdate) {
   EXPECT_THROW(train::finetune(s.net, s.lora, s.kernel, mismatch, o, dir, false), Error);
   o.steps = 0;
   EXPECT_THROW(train::finetune(s.net, s.lora, s.kernel, d, o, dir, false), Error);
+  o = options();
+  o.patience = -1;
+  EXPECT_THROW(train::finetune(s.net, s.lora, s.kernel, d, o, dir, false), Error);
+  o = options();
+  o.min_delta = std::nan("");
+  EXPECT_THROW(train::finetune(s.net, s.lora, s.kernel, d, o, dir, false), Error);
   EXPECT_FALSE(fs::exists(dir / "last.json"));  // nothing was written
 
   o = options();
@@ -132,6 +139,40 @@ TEST(Finetune, BadInputFailsBeforeAnyUpdate) {
   EXPECT_THROW(train::finetune(s.net, s.lora, s.kernel, d, o, dir, false), Error);
   o.adamw.lr = 1e-3;
   EXPECT_THROW(train::finetune(s.net, s.lora, s.kernel, d, o, dir, true), Error);
+  fs::remove_all(dir);
+}
+
+// Early stopping: with a min_delta no update can beat, the run stops at the first
+// validation `patience` updates after the start, keeps the best checkpoint, and a resume
+// of the stopped run does no further update. With patience beyond the run it runs all.
+TEST(Finetune, EarlyStoppingStopsAfterPatienceWithoutImprovement) {
+  auto dir = fresh_dir("patience");
+  HybridRun s;
+  auto o = options();
+  o.steps = 20;
+  o.eval_every = 2;
+  o.patience = 4;
+  o.min_delta = 100.0;  // NLL cannot fall by 100 nats: nothing counts as an improvement
+  auto r = train::finetune(s.net, s.lora, s.kernel, data(), o, dir, false);
+  EXPECT_TRUE(r.stopped_early);
+  EXPECT_EQ(r.steps, 4);  // validations at 2 (2 < 4 back) and 4 (4 >= 4): stop
+  ASSERT_EQ(r.val_log.size(), 3u);
+  EXPECT_EQ(r.improved_step, 0);
+  EXPECT_EQ(train::load_checkpoint(dir, "last")->step, 4);
+  // The best checkpoint still follows any strictly lower validation NLL.
+  EXPECT_LT(r.best_val_nll, r.val_log.front().nll);
+  const auto again = train::finetune(s.net, s.lora, s.kernel, data(), o, dir, true);
+  EXPECT_TRUE(again.stopped_early);
+  EXPECT_EQ(again.steps, 4);
+  EXPECT_EQ(again.steps_log.size(), 4u);
+  fs::remove_all(dir);
+
+  HybridRun t;
+  o.patience = 100;
+  o.min_delta = 0;
+  r = train::finetune(t.net, t.lora, t.kernel, data(), o, dir, false);
+  EXPECT_FALSE(r.stopped_early);
+  EXPECT_EQ(r.steps, 20);
   fs::remove_all(dir);
 }
 

@@ -56,7 +56,9 @@ void run(FinetuneArgs& a) {
                         {"layers", r.layers},
                         {"layer_range", r.plan.range_rule},
                         {"kernel_start", r.plan.from_calibration ? "calibrated" : "initial"},
-                        {"steps", t.steps},
+                        {"steps", o.train.steps},
+                        {"updates", t.steps},
+                        {"stopped_early", t.stopped_early},
                         {"resumed_from", t.resumed_from},
                         {"initial_val_nll", t.val_log.front().nll},
                         {"best_val_nll", t.best_val_nll},
@@ -81,6 +83,9 @@ void run(FinetuneArgs& a) {
   if (t.resumed_from >= 0) fmt::print("resumed from update {}\n", t.resumed_from);
   fmt::print("{} updates on {} training blocks ({:.0f} tokens/s)\n", t.steps, r.train_blocks,
              t.tokens_per_second);
+  if (t.stopped_early)
+    fmt::print("stopped early: no validation improvement > {} for {} updates (last at update {})\n",
+               o.train.min_delta, o.train.patience, t.improved_step);
   fmt::print("validation NLL ({} blocks):", r.val_blocks);
   for (const auto& v : t.val_log) fmt::print("  {}: {:.4f}", v.step, v.nll);
   fmt::print("\nbest: update {} (NLL {:.4f}, PPL {:.3f}); converted model written to {}\n",
@@ -116,6 +121,15 @@ oal::cli::Registrar reg{
       app.add_option("--warmup", o.train.warmup_fraction, "Warm-up fraction of updates")->capture_default_str();
       app.add_option("--clip", o.train.clip_norm, "Gradient-norm clip")->capture_default_str();
       app.add_option("--eval-every", o.train.eval_every, "Validate and checkpoint every K updates")
+          ->capture_default_str();
+      app.add_option("--patience", o.train.patience,
+                     "Stop when validation has not improved by more than --min-delta for this "
+                     "many updates (checked every --eval-every; 0 = run all --steps)")
+          ->check(CLI::NonNegativeNumber)
+          ->capture_default_str();
+      app.add_option("--min-delta", o.train.min_delta,
+                     "Validation NLL decrease that counts as an improvement for --patience")
+          ->check(CLI::NonNegativeNumber)
           ->capture_default_str();
       app.add_option("--seed", o.train.seed, "Seed (block order, dropout, adapter init)")->capture_default_str();
       app.add_option("--rank", o.lora.rank, "LoRA rank")->capture_default_str();

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <numeric>
 
+#include "oal/calib/shared_capture.h"
 #include "oal/core/error.h"
 #include "oal/train/schedule.h"
 
@@ -51,6 +52,9 @@ void check_options(const FinetuneOptions& o) {
   check(o.batch >= 1, k_op, "batch must be >= 1, got {}", o.batch);
   check(o.eval_every >= 1, k_op, "eval_every must be >= 1, got {}", o.eval_every);
   check(o.clip_norm > 0, k_op, "clip norm must be > 0, got {}", o.clip_norm);
+  check(o.patience >= 0, k_op, "patience must be >= 0 updates (0 = off), got {}", o.patience);
+  check(std::isfinite(o.min_delta) && o.min_delta >= 0, k_op,
+        "min_delta must be a finite NLL difference >= 0, got {}", o.min_delta);
   LrSchedule{o.adamw.lr, o.steps, o.warmup_fraction}.validate();
 }
 
@@ -62,6 +66,7 @@ nlohmann::json run_signature(const FinetuneOptions& o, const FinetuneData& d,
           {"beta1", o.adamw.beta1},    {"beta2", o.adamw.beta2},
           {"adam_eps", o.adamw.eps},   {"warmup_fraction", o.warmup_fraction},
           {"clip_norm", o.clip_norm},  {"eval_every", o.eval_every},
+          {"patience", o.patience},    {"min_delta", o.min_delta},
           {"seed", o.seed},            {"ctx", d.train.size(1)},
           {"train_blocks", d.train.size(0)}, {"val_blocks", d.val.size(0)},
           {"tensors", names}};
@@ -114,12 +119,6 @@ void all_reduce_grads(dist::World& world, const std::vector<at::Tensor>& params)
   }
 }
 
-// This rank's share of `blocks` [N, ctx]: rows rank, rank + size, ...
-at::Tensor rank_rows(const at::Tensor& blocks, const dist::World& world) {
-  if (world.size() == 1) return blocks;
-  return blocks.index_select(0, at::arange(world.rank(), blocks.size(0), world.size(), at::kLong));
-}
-
 // Summed NLL of `blocks` [N, ctx] in batches of `batch`, no gradient, fp64 on the CPU.
 at::Tensor nll_total(const model::Transformer& model, const at::Tensor& blocks, int64_t batch) {
   at::NoGradGuard no_grad;
@@ -137,7 +136,7 @@ double validation_nll(const model::Transformer& model, const at::Tensor& blocks,
                       dist::World& world) {
   check(blocks.dim() == 2 && blocks.size(0) >= 1 && blocks.size(1) >= 2, k_op,
         "validation blocks must be [N >= 1, ctx >= 2]");
-  at::Tensor sum = nll_total(model, rank_rows(blocks, world), batch);
+  at::Tensor sum = nll_total(model, calib::rank_share(blocks, world), batch);
   world.all_reduce_sum(sum);
   const double nll = sum.item<double>() / double(blocks.size(0) * (blocks.size(1) - 1));
   check(std::isfinite(nll), k_op, "validation NLL is not finite ({})", nll);
@@ -219,6 +218,8 @@ FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
     history_from_json(c->state.at("history"), res.steps_log, res.val_log);
     res.best_step = c->state.at("best_step").get<int64_t>();
     res.best_val_nll = c->state.at("best_val_nll").get<double>();
+    res.improved_step = c->state.value("improved_step", res.best_step);
+    res.stopped_early = c->state.value("stopped_early", false);
     step = c->step;
     res.resumed_from = step;
   } else {
@@ -240,7 +241,9 @@ FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
     c.state = {{"signature", signature},
                {"history", history_to_json(res.steps_log, res.val_log)},
                {"best_step", res.best_step},
-               {"best_val_nll", res.best_val_nll}};
+               {"best_val_nll", res.best_val_nll},
+               {"improved_step", res.improved_step},
+               {"stopped_early", res.stopped_early}};
     save_checkpoint(run_dir, c, is_best, val, hooks.checkpoint);
   };
   if (!resume || !has_ckpt) save(0, true, res.best_val_nll);
@@ -248,7 +251,7 @@ FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
   const auto t0 = std::chrono::steady_clock::now();
   int64_t tokens = 0;
   const int64_t n_train = data.train.size(0);
-  for (; step < o.steps; ++step) {
+  for (; step < o.steps && !res.stopped_early; ++step) {
     const double lr = sched.lr(step);
     opt.set_lr(lr);
     reseed_dropout(dev, o.seed, step);
@@ -256,7 +259,7 @@ FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
     for (int64_t b = 0; b < o.batch; ++b)
       idx.push_back(block_for_position(step * o.batch + b, n_train, o.seed));
     const at::Tensor all = data.train.index_select(0, at::tensor(idx, at::kLong));
-    const at::Tensor blocks = rank_rows(all, world).to(dev);
+    const at::Tensor blocks = calib::rank_share(all, world).to(dev);
     lora.set_training(true);
     const double targets = double(all.numel() - all.size(0));  // of the whole batch
     double loss_v = 0;
@@ -284,10 +287,13 @@ FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
       const double val = validation_nll(model, data.val, o.batch, world);
       res.val_log.push_back({done, val});
       const bool best = val < res.best_val_nll;
+      if (val < res.best_val_nll - o.min_delta) res.improved_step = done;
       if (best) {
         res.best_val_nll = val;
         res.best_step = done;
       }
+      res.stopped_early =
+          o.patience > 0 && done < o.steps && done - res.improved_step >= o.patience;
       save(done, best, val);
       world.barrier();  // rank 0's checkpoint is on disk before any rank reads one
     }
@@ -298,7 +304,7 @@ FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
                        secs > 0 ? double(tokens) / secs : 0.0));
     if (hooks.after_step) hooks.after_step(done);
   }
-  res.steps = o.steps;
+  res.steps = step;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   res.tokens_per_second = res.seconds > 0 ? double(tokens) / res.seconds : 0.0;
   lora.set_training(false);

@@ -33,6 +33,12 @@ struct FinetuneOptions {
   double warmup_fraction = 0.05;
   double clip_norm = 1.0;
   int64_t eval_every = 128;      // validation + checkpoint every K updates (and at the end)
+  // Early stopping (the calibration's rule, paper App. F.1, applied to LoRA): stop at a
+  // validation when the last update that lowered validation NLL by more than
+  // `min_delta` below the best so far is `patience` or more updates back. 0 = run all
+  // `steps`. The best checkpoint is still any strictly lower validation NLL.
+  int64_t patience = 0;
+  double min_delta = 0;
   uint64_t seed = 42;
   // Data parallel (DDP semantics) over the processes of a run (dist/world.h); null = this
   // process alone. Every rank holds the whole model and calls finetune() with the same
@@ -67,6 +73,8 @@ struct FinetuneResult {
   int64_t resumed_from = -1;     // step of the checkpoint resumed from, -1 if none
   int64_t best_step = 0;
   double best_val_nll = 0;
+  int64_t improved_step = 0;     // last update that improved by more than min_delta
+  bool stopped_early = false;    // patience ran out before `steps`
   std::vector<StepRecord> steps_log;
   std::vector<ValRecord> val_log;  // includes step 0 (the unadapted model)
   double seconds = 0;              // wall time of this invocation's updates
@@ -86,8 +94,9 @@ struct FinetuneHooks {
 // With `resume`, continues from run_dir's last checkpoint (which must come from the same
 // trainable tensors and options); without it, a run_dir that already holds checkpoints
 // is an error. On return the model holds the best checkpoint's tensors.
-// Errors (oal::Error "[finetune] ...") are raised before any update for: steps < 1,
-// batch < 1, empty data, ctx < 2, ctx beyond max_position_embeddings, token ids outside
+// A resumed run that had stopped early returns at once. Errors (oal::Error
+// "[finetune] ...") are raised before any update for: steps < 1, batch < 1, patience < 0,
+// min_delta < 0, empty data, ctx < 2, ctx beyond max_position_embeddings, token ids outside
 // the vocabulary, mismatched ctx between train and val.
 // Progress: (updates done, steps, "updates", "loss x lr y tok/s z").
 FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,

@@ -121,6 +121,10 @@ FinetuneRunResult run_finetune(const FinetuneRunOptions& o, const ProgressFn& pr
   j["kernel_start"] = res.plan.from_calibration ? "calibrated" : "initial";
   j["ctx"] = o.ctx;
   j["steps"] = o.train.steps;
+  j["updates"] = res.train.steps;
+  j["patience"] = o.train.patience;
+  j["min_delta"] = o.train.min_delta;
+  j["stopped_early"] = res.train.stopped_early;
   j["lora"] = {{"rank", o.lora.rank}, {"alpha", o.lora.alpha}, {"dropout", o.lora.dropout}};
   j["lr"] = o.train.adamw.lr;
   j["train_kernel"] = o.train_kernel;
