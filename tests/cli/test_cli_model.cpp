@@ -82,6 +82,25 @@ TEST(CliModel, InfoJsonDescribesStories260k) {
   EXPECT_NE(text.out.find("layers"), std::string::npos);
 }
 
+// `oal synth` writes a loadable HF directory whose config says what --json reported.
+TEST(CliModel, SynthWritesALoadableModel) {
+  const fs::path dir = cli_temp_dir() / "tiny";
+  const CliResult r = oal_run("synth --shape tiny --layers 3 --out " + q(dir) + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("layers"), 3);
+  EXPECT_EQ(j.at("planted_dims").size(), 3u);
+  const CliResult info = oal_run("info --model " + q(dir) + " --json");
+  ASSERT_EQ(info.status, 0) << info.err;
+  const auto ij = nlohmann::json::parse(info.out);
+  EXPECT_EQ(ij.at("num_layers"), 3);
+  EXPECT_EQ(ij.at("num_heads"), j.at("heads"));
+  EXPECT_EQ(ij.at("head_dim"), j.at("head_dim"));
+  const CliResult bad = oal_run("synth --shape huge --out " + q(cli_temp_dir() / "x"));
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("--shape"), std::string::npos) << bad.err;
+}
+
 TEST(CliModel, GenerateGreedyStreamsTheReference) {
   auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
   OAL_REQUIRE_SHARED_FILE("tok512.bin");

@@ -34,23 +34,9 @@ struct BenchArgs {
   bool keep_dtype = false;
 };
 
-// A synthetic checkpoint with Qwen2.5-0.5B's shapes (494M parameters, bf16; random
-// weights: speed only depends on shapes).
+// A synthetic checkpoint with Qwen2.5-0.5B's shapes (speed only depends on shapes).
 oal::model::ModelWeights qwen05b_shaped() {
-  oal::model::SyntheticOptions o;
-  o.architecture = oal::model::SyntheticArch::qwen2;
-  o.hidden_size = 896;
-  o.intermediate_size = 4864;
-  o.num_layers = 24;
-  o.num_heads = 14;
-  o.num_kv_heads = 2;
-  o.head_dim = 64;
-  o.vocab_size = 151936;
-  o.max_position_embeddings = 131072;
-  o.rope_theta = 1000000.0;
-  o.tie_word_embeddings = true;
-  o.dtype = at::kBFloat16;
-  return oal::model::make_synthetic_weights(o);
+  return oal::model::make_synthetic_weights(oal::model::qwen25_05b_shape());
 }
 
 std::vector<std::string> split(const std::string& s) {

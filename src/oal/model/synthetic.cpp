@@ -269,4 +269,21 @@ std::vector<std::vector<int64_t>> read_planted_dims(const fs::path& dir) {
   }
 }
 
+SyntheticOptions qwen25_05b_shape() {
+  SyntheticOptions o;
+  o.architecture = SyntheticArch::qwen2;
+  o.hidden_size = 896;
+  o.intermediate_size = 4864;
+  o.num_layers = 24;
+  o.num_heads = 14;
+  o.num_kv_heads = 2;
+  o.head_dim = 64;
+  o.vocab_size = 151936;
+  o.max_position_embeddings = 131072;
+  o.rope_theta = 1000000.0;
+  o.tie_word_embeddings = true;
+  o.dtype = at::kBFloat16;
+  return o;
+}
+
 }  // namespace oal::model

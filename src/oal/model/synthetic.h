@@ -57,6 +57,11 @@ struct SyntheticOptions {
   uint64_t seed = 0;
 };
 
+// Qwen2.5-0.5B's shapes (24 layers, hidden 896, 14 query / 2 KV heads of 64, vocab
+// 151936, tied embeddings; 494M parameters) in bf16 with random weights: for speed and
+// cost measurements at model scale, which depend on shapes only.
+SyntheticOptions qwen25_05b_shape();
+
 // The config and tensors (in options.dtype) the generator produces, without writing.
 ModelWeights make_synthetic_weights(const SyntheticOptions& options);
 
