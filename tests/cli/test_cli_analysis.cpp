@@ -37,7 +37,8 @@ TEST(CliAnalysis, Stories260KAnalyzeThenGroup) {
   const fs::path out = dir / "analysis";
   Result a = run_oal("analyze --model '" + model.string() + "' --text '" + text.string() +
                          "' --out '" + out.string() +
-                         "' --prompts 40 --heldout-fraction 0.25 --ctx 128 --bootstrap 200 --json",
+                         "' --prompts 40 --heldout-fraction 0.25 --ctx 128 --bootstrap 200 "
+                         "--after-tokens 6656 --json",
                      dir);
   ASSERT_EQ(a.status, 0) << a.err;
   const auto summary = nlohmann::json::parse(a.out);
@@ -110,6 +111,11 @@ TEST(CliAnalysis, BadInputExitsWithAClearError) {
   Result alpha = run_oal(base + "--text '" + text.string() + "' --alpha 1.5", dir);
   EXPECT_EQ(alpha.status, 1);
   EXPECT_NE(alpha.err.find("alpha = 1.5"), std::string::npos) << alpha.err;
+  // --after-tokens beyond the text: no prompt is left, said so.
+  Result after = run_oal(base + "--text '" + text.string() + "' --after-tokens 100000000", dir);
+  EXPECT_EQ(after.status, 1);
+  EXPECT_NE(after.err.find("all lie within the first 100000000 tokens"), std::string::npos)
+      << after.err;
   EXPECT_FALSE(fs::exists(dir / "a" / "analysis.json"));
   fs::remove_all(dir);
 }

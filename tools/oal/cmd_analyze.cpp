@@ -26,6 +26,7 @@ struct AnalyzeArgs {
   std::string model, text, tokenizer, layers, out;
   oa::PromptOptions prompts;
   int64_t top_k = 5;
+  int64_t after_tokens = 0;  // skip the paragraphs within the text's first N tokens
   oa::GroupingOptions grouping;
   bool json = false, quiet = false;
 };
@@ -95,7 +96,8 @@ void run(const AnalyzeArgs& a) {
   o.seed = a.grouping.seed;
   o.chi = a.grouping.chi;
   oa::validate(a.grouping);
-  const auto paragraphs = oal::text::split_paragraphs(oal::text::read_text_file(a.text));
+  auto paragraphs = oal::text::split_paragraphs(oal::text::read_text_file(a.text));
+  if (a.after_tokens > 0) paragraphs = oa::paragraphs_after_tokens(paragraphs, *tok, a.after_tokens);
   const oa::PromptSet prompts = oa::make_prompt_set(paragraphs, *tok, a.prompts);
 
   oa::AnalysisResult r;
@@ -144,6 +146,12 @@ oal::cli::Registrar reg{
           ->capture_default_str();
       app.add_option("--heldout-fraction", a->prompts.heldout_fraction,
                      "Held-out prompts = round(F K), the paragraphs after the calibration ones")
+          ->capture_default_str();
+      app.add_option("--after-tokens", a->after_tokens,
+                     "Prompts only from the paragraphs after the text's first N tokens, so they "
+                     "stay disjoint from blocks cut from the same text (e.g. 26 x ctx for "
+                     "oal calibrate's default split); 0 = from the start")
+          ->check(CLI::NonNegativeNumber)
           ->capture_default_str();
       app.add_option("--top-k", a->top_k, "k of the top-k share and overlap")->capture_default_str();
       oal::cli::add_grouping_options(app, a->grouping);
