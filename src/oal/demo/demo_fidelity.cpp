@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "oal/analysis/chi_statistic.h"
 #include "oal/analysis/contribution.h"
 #include "oal/analysis/grouping.h"
 #include "oal/attention/registry.h"
@@ -16,21 +17,22 @@
 namespace oal::demo {
 namespace {
 
-// Fixed-budget groups from χ on the training blocks (the quick variant of App. B).
+// Fixed-budget groups on the training blocks (the quick variant of App. B), ordered by
+// the default contribution statistic (mean-abs, chi_statistic.h), each block one prompt.
 attn::ModelKernels budget_groups(const model::Transformer& m, const at::Tensor& tokens,
-                                 int64_t budget) {
+                                 int64_t budget, analysis::ChiStatistic chi) {
   attn::ModelKernels out;
   auto caps = calib::capture_qkv(m, tokens, calib::resolve_layers(m, {}));
   for (const auto& [l, c] : caps) {
-    at::Tensor chi = analysis::contribution_scores(c.q, c.k).mean(0);  // [Hq, D]
+    const at::Tensor rows = analysis::statistic_rows(  // [B, Hq, D]
+        chi, analysis::contribution_scores(c.q, c.k), analysis::contribution_magnitudes(c.q, c.k));
     std::vector<attn::QuadraticKernel> heads;
-    for (int64_t h = 0; h < chi.size(0); ++h) {
-      at::Tensor row = chi[h].contiguous();
-      std::vector<double> v(row.data_ptr<double>(), row.data_ptr<double>() + row.numel());
+    for (int64_t h = 0; h < rows.size(1); ++h) {
+      const std::vector<double> v = analysis::profile_of_rows(chi, rows.select(1, h));
       heads.push_back(attn::QuadraticKernel::taylor(analysis::group_fixed_budget(v, budget).groups));
     }
     out.layers[l] = heads;
-    out.head_dim = chi.size(1);
+    out.head_dim = rows.size(2);
   }
   return out;
 }
@@ -50,16 +52,18 @@ DemoSection fidelity_demo(const FidelityDemoOptions& o, const ProgressFn& progre
   co.calibration.seed = o.seed;
   co.calibration.progress = progress;
   const calib::SplitBlocks blocks = calib::split_blocks(stream, o.ctx, co.split);
-  const attn::ModelKernels groups = budget_groups(m, blocks.train, o.group_budget);
+  const analysis::ChiStatistic chi = analysis::GroupingOptions{}.chi;
+  const attn::ModelKernels groups = budget_groups(m, blocks.train, o.group_budget, chi);
   const calib::CalibrationResult r = calib::calibrate_model(m, stream, &groups, co);
   const eval::FidelityResult f = eval::evaluate_run(m, stream, o.ctx, co.split, r.layers, {}, {});
   DemoSection s;
   s.title = "Frozen-attention fidelity (Table 2 layout)";
   s.notes = {fmt::format("model {}, text {}, {} held-out blocks of {} tokens, all layers", o.model,
                          o.text, f.sequences, f.tokens_per_sequence),
-             fmt::format("groups: fixed budget G = {} per head; fits: at most {} updates "
-                         "(`oal linearize` uses the full App. B protocol)",
-                         o.group_budget, o.max_updates)};
+             fmt::format("groups: fixed budget G = {} per head on the {} statistic of the "
+                         "training blocks; fits: at most {} updates (`oal linearize` uses the "
+                         "full App. B protocol)",
+                         o.group_budget, analysis::chi_statistic_name(chi), o.max_updates)};
   s.columns = {"method", "MSE before Wo", "RelMSE before Wo", "MSE after Wo", "RelMSE after Wo"};
   s.data = fidelity_json(f);
   for (const auto& row : f.rows)
