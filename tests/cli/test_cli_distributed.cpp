@@ -1,5 +1,5 @@
 // Calibration spread over processes (issue: multi-process through c10d): two and three
-// local ranks (`--nproc`, Gloo over 127.0.0.1; three leaves one rank no validation block)
+// local ranks (`--nproc`, Gloo over 127.0.0.1; three ranks for two blocks leave one rank idle)
 // and two shards merged afterwards must write the same bytes as one process; a lost rank
 // is an error naming it, and no run directory is left. Reduced fits (20 updates, layers
 // 1-2, ctx 128) keep each run to seconds.
@@ -50,10 +50,13 @@ TEST(CliDistributed, TwoRanksAndTwoShardsWriteTheSameRunAsOneProcess) {
   r = run_oal(calibrate_args(d, dir / "two", "--nproc 2"), dir);
   ASSERT_EQ(r.status, 0) << r.err;
   expect_same_run(dir / "one", dir / "two");
-  // Three ranks for two validation blocks: rank 2's share of that split is empty.
-  r = run_oal(calibrate_args(d, dir / "three", "--nproc 3"), dir);
+  // Three ranks for one training and one validation block: rank 2 captures nothing.
+  const std::string two_blocks = "--train-blocks 16 --val-blocks 24";
+  r = run_oal(calibrate_args(d, dir / "one-small", two_blocks), dir);
   ASSERT_EQ(r.status, 0) << r.err;
-  expect_same_run(dir / "one", dir / "three");
+  r = run_oal(calibrate_args(d, dir / "three", two_blocks + " --nproc 3"), dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  expect_same_run(dir / "one-small", dir / "three");
 
   for (int i = 0; i < 2; ++i) {
     r = run_oal(calibrate_args(d, dir / ("s" + std::to_string(i)), "--shard " + std::to_string(i) + "/2"), dir);

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "oal/attention/softmax_method.h"
 #include "oal/calib/layer_data.h"
 #include "oal/core/error.h"
 
@@ -11,21 +12,10 @@ namespace {
 
 constexpr const char* k_op = "shared capture";
 
-// One progress count over both splits: `offset` of this rank's blocks were done before.
-ProgressFn split_progress(const ProgressFn& progress, int64_t offset, int64_t total,
-                          std::string split) {
-  if (!progress) return {};
-  return [=](int64_t done, int64_t, std::string_view what, std::string_view) {
-    progress(offset + done, total, what, split);
-  };
-}
-
-// Every tensor of a fit input gathered from the ranks' shares.
-FitData gather_fit_data(const FitData& d, int64_t n_train, int64_t n_val, dist::World& w) {
-  return {gather_shares(d.q_train, n_train, w), gather_shares(d.k_train, n_train, w),
-          gather_shares(d.v_train, n_train, w), gather_shares(d.y_train, n_train, w),
-          gather_shares(d.q_val, n_val, w),     gather_shares(d.k_val, n_val, w),
-          gather_shares(d.v_val, n_val, w),     gather_shares(d.y_val, n_val, w)};
+// The softmax outputs a fit is matched against, for captured q, k, v.
+at::Tensor softmax_targets(const model::LayerCapture& c) {
+  at::NoGradGuard g;
+  return attn::SoftmaxAttention().forward(c.q, c.k, c.v);
 }
 
 }  // namespace
@@ -62,28 +52,33 @@ std::vector<LayerFitInput> shared_fit_inputs(const model::Transformer& model,
                                              const at::Tensor& train, const at::Tensor& val,
                                              const std::vector<int64_t>& layers,
                                              dist::World& world, const ProgressFn& progress) {
-  const at::Tensor my_train = rank_share(train, world), my_val = rank_share(val, world);
-  const int64_t mine = my_train.size(0) + my_val.size(0);
-  // A split with fewer blocks than ranks leaves some ranks an empty share. Such a rank
-  // captures the split's first block and sends none of it: the gather needs the
-  // tensors' trailing shape, and a forward pass cannot run on zero sequences.
-  const bool no_train = my_train.size(0) == 0, no_val = my_val.size(0) == 0;
-  auto tr = capture_qkv(model, no_train ? train.narrow(0, 0, 1) : my_train, layers,
-                        no_train ? ProgressFn{} : split_progress(progress, 0, mine, "training blocks"));
-  auto va = capture_qkv(model, no_val ? val.narrow(0, 0, 1) : my_val, layers,
-                        no_val ? ProgressFn{}
-                               : split_progress(progress, my_train.size(0), mine, "validation blocks"));
-  std::vector<LayerFitInput> inputs = fit_inputs(tr, va);
-  if (world.size() == 1) return inputs;
-  tr.clear();
-  va.clear();
-  for (auto& in : inputs) {
-    FitData& d = in.data;
-    if (no_train)
-      for (at::Tensor* t : {&d.q_train, &d.k_train, &d.v_train, &d.y_train}) *t = t->narrow(0, 0, 0);
-    if (no_val)
-      for (at::Tensor* t : {&d.q_val, &d.k_val, &d.v_val, &d.y_val}) *t = t->narrow(0, 0, 0);
-    d = gather_fit_data(d, train.size(0), val.size(0), world);
+  if (world.size() == 1)
+    return fit_inputs(capture_qkv(model, train, layers, progress),
+                      capture_qkv(model, val, layers, progress));
+  // One deal over both splits' blocks keeps the ranks' shares within one block of each
+  // other (e.g. 2 train + 1 val on 3 ranks: one block each).
+  const int64_t n_train = train.size(0), n_val = val.size(0);
+  const at::Tensor all = at::cat({train, val});
+  const at::Tensor mine = rank_share(all, world);
+  // A rank with no block (fewer blocks than ranks) captures the first block and sends
+  // none of it: the gather needs the tensors' trailing shape, and a forward pass cannot
+  // run on zero sequences.
+  const bool idle = mine.size(0) == 0;
+  auto captured = capture_qkv(model, idle ? all.narrow(0, 0, 1) : mine, layers,
+                              idle ? ProgressFn{} : progress);
+  std::vector<LayerFitInput> inputs;
+  for (auto& [layer, c] : captured) {
+    const int64_t keep = idle ? 0 : c.q.size(0);
+    auto gathered = [&](const at::Tensor& t) {
+      return gather_shares(t.narrow(0, 0, keep), all.size(0), world);
+    };
+    const at::Tensor q = gathered(c.q), k = gathered(c.k), v = gathered(c.v),
+                     y = gathered(softmax_targets(c));
+    c = {};  // this rank's copy is no longer needed
+    auto first = [&](const at::Tensor& t) { return t.narrow(0, 0, n_train); };
+    auto rest = [&](const at::Tensor& t) { return t.narrow(0, n_train, n_val); };
+    inputs.push_back({layer, {first(q), first(k), first(v), first(y),
+                              rest(q), rest(k), rest(v), rest(y)}});
   }
   return inputs;
 }

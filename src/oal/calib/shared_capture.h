@@ -1,8 +1,8 @@
 #pragma once
 // The calibration's capture spread over the processes of a run: rank r runs the model
 // forward and computes the softmax targets for blocks r, r + size, r + 2·size, ... of the
-// training and validation sets, then every rank receives every block's tensors
-// (all_gather) in block order. Each block is its own forward pass, so the result equals
+// training blocks followed by the validation blocks, then every rank receives every
+// block's tensors (all_gather) in block order. Each block is its own forward pass, so the result equals
 // the single-process capture; the work per rank is 1/size of it — at model scale the
 // capture is most of a calibration (docs/calibration.md).
 #include <ATen/ATen.h>
@@ -20,7 +20,7 @@ namespace oal::calib {
 // Fit inputs (q, k, v and softmax targets) of `layers` for train [Nt, T] and val [Nv, T]
 // int64 blocks, as fit_inputs(capture_qkv(train), capture_qkv(val)) gives them, with the
 // work shared over `world`. Every rank must call it with the same arguments. Progress:
-// this rank's blocks, ("sequences", detail "training blocks" / "validation blocks").
+// this rank's blocks ("sequences").
 std::vector<LayerFitInput> shared_fit_inputs(const model::Transformer& model,
                                              const at::Tensor& train, const at::Tensor& val,
                                              const std::vector<int64_t>& layers,
