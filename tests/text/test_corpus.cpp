@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "common/shared_data.h"
@@ -37,6 +38,17 @@ TEST(Corpus, SplitParagraphs) {
   EXPECT_EQ(split_paragraphs("one"), (std::vector<std::string>{"one"}));
   EXPECT_TRUE(split_paragraphs("\n \n\n").empty());
   EXPECT_TRUE(split_paragraphs("").empty());
+  // No blank line anywhere: every line is its own paragraph (blank lines stripped).
+  EXPECT_EQ(split_paragraphs(" = T = \nfirst line .\r\n second\n"),
+            (std::vector<std::string>{"= T =", "first line .", "second"}));
+}
+
+TEST(Corpus, WikiTextWithoutBlankLinesHasOneParagraphPerLine) {
+  OAL_REQUIRE_SHARED_FILE("wikitext2-test.raw");
+  const std::string text = read_text_file(oal::test::shared_file("wikitext2-test.raw"));
+  const auto p = split_paragraphs(text);
+  EXPECT_EQ(p.size(), size_t(std::count(text.begin(), text.end(), '\n')));  // 2891 lines, none blank
+  EXPECT_EQ(p.front().rfind("= Robert Boulter =", 0), 0u);
 }
 
 TEST(Corpus, TinyStoriesHas2600Paragraphs) {

@@ -37,6 +37,25 @@ std::string read_text_file(const std::filesystem::path& path) {
   return text;
 }
 
+namespace {
+
+// The trimmed non-blank lines of `text`: the paragraphs of a text whose blank lines
+// were stripped (one paragraph per line, as the WikiText-2 copy in ../shared/data).
+std::vector<std::string> lines_of(std::string_view text) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    const std::string_view t = trim(text.substr(pos, eol - pos));
+    if (!t.empty()) out.emplace_back(t);
+    pos = eol + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::string> split_paragraphs(std::string_view text) {
   std::vector<std::string> out;
   std::string current;
@@ -60,6 +79,7 @@ std::vector<std::string> split_paragraphs(std::string_view text) {
     pos = eol + 1;
   }
   flush();
+  if (out.size() == 1 && out[0].find('\n') != std::string::npos) return lines_of(out[0]);
   return out;
 }
 

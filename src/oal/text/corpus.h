@@ -15,6 +15,8 @@ std::string read_text_file(const std::filesystem::path& path);
 
 // Paragraphs separated by one or more blank (empty or whitespace-only) lines, each
 // trimmed of surrounding whitespace, line breaks inside kept ("\r\n" read as "\n").
+// Text with no blank line between its lines (a file whose blank lines were stripped,
+// such as ../shared/data/wikitext2-test.raw) gives one paragraph per non-blank line.
 // Text with no non-blank line gives an empty list.
 std::vector<std::string> split_paragraphs(std::string_view text);
 
