@@ -24,15 +24,17 @@ attn::ModelKernels budget_groups(const model::Transformer& m, const at::Tensor& 
   attn::ModelKernels out;
   auto caps = calib::capture_qkv(m, tokens, calib::resolve_layers(m, {}));
   for (const auto& [l, c] : caps) {
-    const at::Tensor rows = analysis::statistic_rows(  // [B, Hq, D]
-        chi, analysis::contribution_scores(c.q, c.k), analysis::contribution_magnitudes(c.q, c.k));
+    const at::Tensor signed_rows = analysis::contribution_scores(c.q, c.k);  // [B, Hq, D]
+    const at::Tensor mag_rows = analysis::contribution_magnitudes(c.q, c.k);  // [B, Hq, D]
     std::vector<attn::QuadraticKernel> heads;
-    for (int64_t h = 0; h < rows.size(1); ++h) {
-      const std::vector<double> v = analysis::profile_of_rows(chi, rows.select(1, h));
+    for (int64_t h = 0; h < signed_rows.size(1); ++h) {
+      const at::Tensor rows =  // [B, D], one head
+          analysis::statistic_rows(chi, signed_rows.select(1, h), mag_rows.select(1, h));
+      const std::vector<double> v = analysis::profile_of_rows(chi, rows);
       heads.push_back(attn::QuadraticKernel::taylor(analysis::group_fixed_budget(v, budget).groups));
     }
     out.layers[l] = heads;
-    out.head_dim = rows.size(2);
+    out.head_dim = signed_rows.size(2);
   }
   return out;
 }
