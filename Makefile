@@ -1,8 +1,15 @@
 # Convenience targets; the build itself is CMake (CMakePresets.json).
 JOBS ?= $(shell nproc)
 BUILD ?= build/release
+# The sanitizer build (clang: ASan + UBSan + libFuzzer coverage, CMake preset "fuzz"):
+# it builds the fuzz targets and the sanitizer test executables alike.
+FUZZ_BUILD ?= build/fuzz
+FUZZ_SECONDS ?= 600
+FUZZ_SMOKE_SECONDS ?= 3
+# Test modules run under the sanitizers in `make test` (parsers and kernels).
+ASAN_MODULES ?= core io text kernels attention model
 
-.PHONY: deps build demo test clean
+.PHONY: deps build demo test clean fuzz-build fuzz fuzz-smoke test-asan
 
 deps:
 	bash scripts/install-deps.sh
@@ -19,6 +26,20 @@ demo: build
 # about 8 minutes on 2 cores.
 test: build
 	cd $(BUILD) && ctest --output-on-failure
+
+fuzz-build: deps
+	cmake -S . -B $(FUZZ_BUILD) --preset fuzz
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_all $(addprefix test_,$(ASAN_MODULES))
+
+# Every fuzz target for FUZZ_SECONDS each (the corpus in $(FUZZ_BUILD)/fuzz-corpus grows).
+fuzz: fuzz-build
+	scripts/fuzz.sh --build $(FUZZ_BUILD) --seconds $(FUZZ_SECONDS)
+
+fuzz-smoke: fuzz-build
+	scripts/fuzz.sh --build $(FUZZ_BUILD) --seconds $(FUZZ_SMOKE_SECONDS)
+
+test-asan: fuzz-build
+	scripts/test_asan.sh --build $(FUZZ_BUILD) $(ASAN_MODULES)
 
 clean:
 	rm -rf build
