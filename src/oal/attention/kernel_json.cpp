@@ -43,8 +43,10 @@ std::vector<QuadraticKernel> read_head_object(const nlohmann::json& heads, int64
   check(heads.is_object() && !heads.empty(), k_op,
         "layer {}: 'heads' must be a non-empty object", layer);
   std::map<int64_t, QuadraticKernel> by_index;
-  for (const auto& [key, hj] : heads.items()) {
-    int64_t h = parse_index(key, "head");
+  // Not a structured binding: clang 14 cannot capture one in a lambda.
+  for (const auto& item : heads.items()) {
+    const nlohmann::json& hj = item.value();
+    int64_t h = parse_index(item.key(), "head");
     by_index.emplace(h, located(fmt::format("layer {} head {}", layer, h),
                                 [&] { return read_head(hj); }));
   }
@@ -106,8 +108,9 @@ ModelKernels kernels_from_json(const nlohmann::json& j) {
     mk.head_dim = j.at("head_dim").get<int64_t>();
     check(mk.head_dim >= 1, k_op, "head_dim must be >= 1, got {}", mk.head_dim);
     if (j.contains("meta")) mk.meta = j.at("meta");
-    for (const auto& [key, lj] : j.at("layers").items()) {
-      int64_t layer = parse_index(key, "layer");
+    for (const auto& item : j.at("layers").items()) {  // lj is captured below
+      const nlohmann::json& lj = item.value();
+      int64_t layer = parse_index(item.key(), "layer");
       check(lj.is_array() && !lj.empty(), k_op, "layer {} must be a non-empty array of heads",
             layer);
       std::vector<QuadraticKernel> heads;
@@ -133,8 +136,9 @@ ModelKernels official_kernels_from_json(const nlohmann::json& j) {
     mk.meta = {{"source", "official OAL release"}};
     for (const char* key : {"model_name", "seq_len", "parameterization", "method"})
       if (j.contains(key)) mk.meta[key] = j[key];
-    for (const auto& [key, lj] : j.at("layers").items()) {
-      int64_t layer = parse_index(key, "layer");
+    for (const auto& item : j.at("layers").items()) {  // lj is captured below
+      const nlohmann::json& lj = item.value();
+      int64_t layer = parse_index(item.key(), "layer");
       int64_t max_groups = lj.at("max_groups").get<int64_t>();
       check(max_groups >= 1, k_op, "layer {}: max_groups must be >= 1, got {}", layer,
             max_groups);
