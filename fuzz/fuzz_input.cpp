@@ -61,7 +61,8 @@ void write_file(const fs::path& dir, const std::string& name, std::string_view b
 void write_parts(const fs::path& dir, const uint8_t* data, size_t size,
                  const std::vector<std::string>& names) {
   const auto parts = split_parts(data, size, names.size());
-  for (size_t i = 0; i < parts.size(); ++i) write_file(dir, names[i], parts[i]);
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (!parts[i].empty()) write_file(dir, names[i], parts[i]);
 }
 
 }  // namespace oal::fuzz

@@ -17,7 +17,8 @@
 namespace oal::fuzz {
 
 // Separates the files of a multi-file input (a run directory, a checkpoint, a model
-// directory): part i of the input becomes names[i]; missing parts are absent files.
+// directory): part i of the input becomes names[i]; missing or empty parts are absent
+// files.
 inline constexpr std::string_view k_part_separator = "\n--oal-fuzz-part--\n";
 
 // The input bytes split at k_part_separator (at most `max_parts` parts; the last one
@@ -28,10 +29,16 @@ std::vector<std::string_view> split_parts(const uint8_t* data, size_t size, size
 // exists, removed at exit), emptied on every call.
 std::filesystem::path fresh_dir();
 
+// The input as bytes.
+inline std::string_view as_bytes(const uint8_t* data, size_t size) {
+  return {reinterpret_cast<const char*>(data), size};
+}
+
 // Writes `bytes` to `dir / name`, creating parent directories.
 void write_file(const std::filesystem::path& dir, const std::string& name, std::string_view bytes);
 
-// Writes part i of the input to dir / names[i] (the parts beyond names are ignored).
+// Writes part i of the input to dir / names[i]; an empty part (like a missing one)
+// leaves the file absent, so one seed layout covers optional files.
 void write_parts(const std::filesystem::path& dir, const uint8_t* data, size_t size,
                  const std::vector<std::string>& names);
 

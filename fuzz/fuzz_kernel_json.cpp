@@ -7,7 +7,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto dir = oal::fuzz::fresh_dir();
-  oal::fuzz::write_parts(dir, data, size, {"kernels.json"});
+  oal::fuzz::write_file(dir, "kernels.json", oal::fuzz::as_bytes(data, size));
   oal::fuzz::expect_only_oal_errors([&] {
     const auto kernels = oal::attn::read_kernels(dir / "kernels.json");
     oal::attn::write_kernels(dir / "again.json", kernels);

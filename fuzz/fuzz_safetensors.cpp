@@ -5,7 +5,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto dir = oal::fuzz::fresh_dir();
-  oal::fuzz::write_parts(dir, data, size, {"model.safetensors"});
+  oal::fuzz::write_file(dir, "model.safetensors", oal::fuzz::as_bytes(data, size));
   oal::fuzz::expect_only_oal_errors([&] { oal::io::read_safetensors_header(dir / "model.safetensors"); });
   oal::fuzz::expect_only_oal_errors([&] {
     const auto file = oal::io::read_safetensors(dir / "model.safetensors");

@@ -191,6 +191,7 @@ int main(int argc, char** argv) {
     const fs::path out = argv[1];
     const fs::path scratch = out / ".scratch";
     fs::remove_all(scratch);
+    for (const char* t : {"kernel_json", "analysis_json"}) fs::create_directories(out / t);
     write_kernel_seeds(out);
     write_analysis_seed(out);
     const fs::path run = write_run_seed(out, scratch);
