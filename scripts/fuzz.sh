@@ -6,6 +6,7 @@
 # that triggered it is left in BUILD/fuzz-artifacts/<target>/ (reproduce with
 # `BUILD/fuzz/fuzz_<target> FILE`).
 #   scripts/fuzz.sh [--build DIR] [--seconds N] [--targets "a b ..."] [--require-shared]
+# (--require-shared is implied by OAL_REQUIRE_SHARED=1)
 # The corpus each run grows (BUILD/fuzz-corpus/<target>) is kept for the next run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,8 @@ seconds=10
 targets="safetensors hf_config tokenizer_json tokenizer_config llama2c_tokenizer llama2c_model
 converted_model kernel_json analysis_json run_dir checkpoint eval_jsonl"
 seed_flags=()
+# CI (.ci/run) sets OAL_REQUIRE_SHARED=1: seeds from ../shared/data must then exist.
+[ "${OAL_REQUIRE_SHARED:-0}" = 1 ] && seed_flags+=(--require-shared)
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
