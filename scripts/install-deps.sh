@@ -7,11 +7,14 @@
 # process group (multi-process calibration; the code itself is in libtorch).
 # python3-torch (the same LibTorch as libtorch-dev) and python3-pytest build and test the
 # Python package (python/); its ops need neither pybind11 nor the Python headers.
+# clang-14, libclang-rt-14-dev (libFuzzer and the sanitizer runtimes) and llvm-14
+# (llvm-symbolizer, for readable sanitizer reports) build the fuzz targets and the
+# sanitizer test run (`make fuzz`, `make test-asan`; docs/reliability.md).
 set -euo pipefail
 
 packages=(build-essential cmake libtorch-dev libopenblas-dev nlohmann-json3-dev
           libcli11-dev libgtest-dev libfmt-dev libhwy-dev libgloo-dev python3-torch
-          python3-pytest)
+          python3-pytest clang-14 libclang-rt-14-dev llvm-14)
 
 missing=()
 for p in "${packages[@]}"; do

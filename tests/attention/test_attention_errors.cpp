@@ -81,8 +81,10 @@ TEST(AttentionErrors, NonFiniteInputs) {
   vn[0][0][0][0] = -std::numeric_limits<double>::infinity();
   using Fn = at::Tensor (*)(const at::Tensor&, const at::Tensor&, const at::Tensor&,
                             const LayerKernels&);
-  for (auto [fn, name] : {std::pair<Fn, std::string>{&hd_pairwise, "[hd_pairwise]"},
-                          std::pair<Fn, std::string>{&hd_recurrent, "[hd_recurrent]"}}) {
+  for (const auto& entry : {std::pair<Fn, std::string>{&hd_pairwise, "[hd_pairwise]"},
+                            std::pair<Fn, std::string>{&hd_recurrent, "[hd_recurrent]"}}) {
+    const Fn fn = entry.first;  // not a structured binding: clang 14 cannot capture one
+    const std::string& name = entry.second;
     expect_error([&] { fn(qn, k, v, lk); }, {name, "q contains NaN or Inf"});
     expect_error([&] { fn(q, kn, v, lk); }, {name, "k contains NaN or Inf"});
     expect_error([&] { fn(q, k, vn, lk); }, {name, "v contains NaN or Inf"});

@@ -153,5 +153,38 @@ TEST(KernelJson, OfficialLayoutRejectsBadPadding) {
   expect_error([&] { official_kernels_from_json(j); }, {"[kernel_json]", "without gaps"});
 }
 
+// Found by fuzz/fuzz_kernel_json: an integer field holding a huge float (3.5e32) was
+// converted by nlohmann's get<int64_t>(), a float-to-integer cast out of range
+// (undefined behaviour; UBSan aborts). Integer fields must now be JSON integers.
+TEST(KernelJson, IntegerFieldsRejectFloats) {
+  nlohmann::json official = {{"epsilon", 1e-6}, {"head_dim", 2},
+                             {"layers", {{"0", {{"max_groups", 2}, {"heads", {{"0", {
+                                 {"group_count", 2}, {"groups", {{0}, {1}}},
+                                 {"packed_lower_triangular", {1, 0, 1, 0, 0, 1}}}}}}}}}}};
+  auto bad = official;
+  bad["layers"]["0"]["heads"]["0"]["groups"][1][0] = 3.48889e+32;
+  expect_error([&] { official_kernels_from_json(bad); },
+               {"[kernel_json]", "layer 0 head 0", "integer dimension indices"});
+  bad = official;
+  bad["head_dim"] = 1e300;
+  expect_error([&] { official_kernels_from_json(bad); }, {"[kernel_json]", "'head_dim' must be an integer"});
+  bad = official;
+  bad["layers"]["0"]["max_groups"] = -1e30;
+  expect_error([&] { official_kernels_from_json(bad); }, {"[kernel_json]", "'max_groups' must be an integer"});
+  bad = official;
+  bad["layers"]["0"]["heads"]["0"]["group_count"] = 2.5;
+  expect_error([&] { official_kernels_from_json(bad); }, {"[kernel_json]", "'group_count' must be an integer"});
+
+  ModelKernels mk;
+  mk.head_dim = 8;
+  mk.layers[0] = oal::test::random_kernels(2, 8, 2, 3);
+  auto ours = kernels_to_json(mk);
+  ours["version"] = 1e40;
+  expect_error([&] { kernels_from_json(ours); }, {"[kernel_json]", "'version' must be an integer"});
+  ours = kernels_to_json(mk);
+  ours["layers"]["0"][0]["groups"][0][0] = -9e99;
+  expect_error([&] { kernels_from_json(ours); }, {"[kernel_json]", "integer dimension indices"});
+}
+
 }  // namespace
 }  // namespace oal::attn

@@ -5,8 +5,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
+#include <string>
 
+#include "oal/core/error.h"
 #include "oal/train/checkpoint.h"
 
 namespace {
@@ -88,3 +91,25 @@ TEST(Checkpoint, CrashAfterLastPointerKeepsNewCheckpoint) {
 }
 
 }  // namespace
+
+// Found by fuzz/fuzz_checkpoint: last.json naming a path too long for the file system
+// made std::filesystem throw filesystem_error instead of an oal::Error; pointers that
+// leave the run directory are refused as well.
+TEST(Checkpoint, HostilePointerFilesAreNamedErrors) {
+  const fs::path dir = fresh_dir("hostile_pointer");
+  const auto expect_error = [&](const std::string& pointer, const std::string& expected) {
+    std::ofstream(dir / "last.json") << pointer;
+    try {
+      load_checkpoint(dir, "last");
+      ADD_FAILURE() << pointer << " loaded";
+    } catch (const oal::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  expect_error("{\"dir\": \"checkpoints/" + std::string(5000, '5') + "\"}", "not a directory");
+  expect_error(R"({"dir": "/etc"})", "inside the run directory");
+  expect_error(R"({"dir": "checkpoints/../../elsewhere"})", "inside the run directory");
+  expect_error(R"({"dir": ""})", "inside the run directory");
+  expect_error(R"({"dir": "checkpoints/step-000404"})", "not a directory");
+  fs::remove_all(dir);
+}

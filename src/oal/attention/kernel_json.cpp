@@ -24,6 +24,32 @@ int64_t parse_index(const std::string& key, std::string_view what) {
   fail(k_op, "{} key '{}' is not a non-negative integer", what, key);
 }
 
+// JSON integers only: nlohmann's get<int64_t>() converts a float such as 3e32 with a
+// static_cast, undefined behaviour out of range (found by fuzz/fuzz_kernel_json).
+int64_t get_int(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  check(v.is_number_integer(), k_op, "'{}' must be an integer, got {}", key,
+        v.is_number_float() ? "a non-integer number" : v.type_name());
+  return v.get<int64_t>();
+}
+
+// "groups": lists of integer dimension indices.
+std::vector<std::vector<int64_t>> get_groups(const nlohmann::json& j) {
+  const nlohmann::json& g = j.at("groups");
+  check(g.is_array(), k_op, "'groups' must be a list of lists of dimension indices");
+  std::vector<std::vector<int64_t>> out;
+  for (const auto& group : g) {
+    check(group.is_array(), k_op, "'groups' must be a list of lists of dimension indices");
+    auto& dims = out.emplace_back();
+    for (const auto& d : group) {
+      check(d.is_number_integer(), k_op, "'groups' must hold integer dimension indices, got {}",
+            d.is_number_float() ? "a non-integer number" : d.type_name());
+      dims.push_back(d.get<int64_t>());
+    }
+  }
+  return out;
+}
+
 // Runs `fn`, turning nlohmann type/shape errors into an oal::Error that says where.
 template <typename Fn>
 auto located(const std::string& where, Fn&& fn) {
@@ -43,8 +69,10 @@ std::vector<QuadraticKernel> read_head_object(const nlohmann::json& heads, int64
   check(heads.is_object() && !heads.empty(), k_op,
         "layer {}: 'heads' must be a non-empty object", layer);
   std::map<int64_t, QuadraticKernel> by_index;
-  for (const auto& [key, hj] : heads.items()) {
-    int64_t h = parse_index(key, "head");
+  // Not a structured binding: clang 14 cannot capture one in a lambda.
+  for (const auto& item : heads.items()) {
+    const nlohmann::json& hj = item.value();
+    int64_t h = parse_index(item.key(), "head");
     by_index.emplace(h, located(fmt::format("layer {} head {}", layer, h),
                                 [&] { return read_head(hj); }));
   }
@@ -100,21 +128,22 @@ ModelKernels kernels_from_json(const nlohmann::json& j) {
   return located("kernel file", [&] {
     check(j.is_object() && j.value("format", "") == k_format, k_op,
           "expected format '{}' (field \"format\")", k_format);
-    int ver = j.at("version").get<int>();
+    const int64_t ver = get_int(j, "version");
     check(ver == k_version, k_op, "unsupported version {}, expected {}", ver, k_version);
     ModelKernels mk;
-    mk.head_dim = j.at("head_dim").get<int64_t>();
+    mk.head_dim = get_int(j, "head_dim");
     check(mk.head_dim >= 1, k_op, "head_dim must be >= 1, got {}", mk.head_dim);
     if (j.contains("meta")) mk.meta = j.at("meta");
-    for (const auto& [key, lj] : j.at("layers").items()) {
-      int64_t layer = parse_index(key, "layer");
+    for (const auto& item : j.at("layers").items()) {  // lj is captured below
+      const nlohmann::json& lj = item.value();
+      int64_t layer = parse_index(item.key(), "layer");
       check(lj.is_array() && !lj.empty(), k_op, "layer {} must be a non-empty array of heads",
             layer);
       std::vector<QuadraticKernel> heads;
       for (size_t h = 0; h < lj.size(); ++h)
         heads.push_back(located(fmt::format("layer {} head {}", layer, h), [&] {
           const auto& hj = lj[h];
-          return QuadraticKernel(hj.at("groups").get<std::vector<std::vector<int64_t>>>(),
+          return QuadraticKernel(get_groups(hj),
                                  hj.at("L").get<std::vector<double>>(),
                                  hj.at("epsilon").get<double>());
         }));
@@ -129,19 +158,20 @@ ModelKernels official_kernels_from_json(const nlohmann::json& j) {
   return located("official kernel file", [&] {
     ModelKernels mk;
     double eps = j.at("epsilon").get<double>();
-    mk.head_dim = j.at("head_dim").get<int64_t>();
+    mk.head_dim = get_int(j, "head_dim");
     mk.meta = {{"source", "official OAL release"}};
     for (const char* key : {"model_name", "seq_len", "parameterization", "method"})
       if (j.contains(key)) mk.meta[key] = j[key];
-    for (const auto& [key, lj] : j.at("layers").items()) {
-      int64_t layer = parse_index(key, "layer");
-      int64_t max_groups = lj.at("max_groups").get<int64_t>();
+    for (const auto& item : j.at("layers").items()) {  // lj is captured below
+      const nlohmann::json& lj = item.value();
+      int64_t layer = parse_index(item.key(), "layer");
+      int64_t max_groups = get_int(lj, "max_groups");
       check(max_groups >= 1, k_op, "layer {}: max_groups must be >= 1, got {}", layer,
             max_groups);
       const int64_t n = max_groups + 1;
       mk.layers[layer] = read_head_object(lj.at("heads"), layer, [&](const nlohmann::json& hj) {
-        auto groups = hj.at("groups").get<std::vector<std::vector<int64_t>>>();
-        int64_t gc = hj.at("group_count").get<int64_t>();
+        auto groups = get_groups(hj);
+        int64_t gc = get_int(hj, "group_count");
         check(gc == static_cast<int64_t>(groups.size()), k_op,
               "group_count {} but {} groups listed", gc, groups.size());
         check(gc <= max_groups, k_op, "group_count {} exceeds the layer's max_groups {}", gc,

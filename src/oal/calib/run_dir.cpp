@@ -91,12 +91,11 @@ void write_run(const fs::path& dir, const CalibrationResult& result,
   io::write_file_atomic(dir / "calibration.json", j.dump(2) + "\n");
 }
 
-LoadedRun read_run(const fs::path& dir) {
-  const fs::path cj = dir / "calibration.json";
-  check(fs::exists(cj), k_op, "{}: no calibration.json (run `oal calibrate` first)", dir.string());
-  const nlohmann::json j = io::read_json_file(cj, k_op);
-  check(j.value("format", "") == "oal-calibration" && j.value("version", 0) == 1, k_op,
-        "{}: expected format oal-calibration version 1", cj.string());
+namespace {
+
+// The run described by calibration.json `j` (already checked to be an object of the
+// right format) with the files beside it in `dir`.
+LoadedRun read_run_json(const fs::path& dir, const nlohmann::json& j) {
   LoadedRun run;
   run.meta = j;
   run.methods = j.at("methods").get<std::vector<std::string>>();
@@ -140,6 +139,23 @@ LoadedRun read_run(const fs::path& dir) {
     run.layers.push_back(std::move(lm));
   }
   return run;
+}
+
+}  // namespace
+
+LoadedRun read_run(const fs::path& dir) {
+  const fs::path cj = dir / "calibration.json";
+  check(fs::exists(cj), k_op, "{}: no calibration.json (run `oal calibrate` first)", dir.string());
+  const nlohmann::json j = io::read_json_file(cj, k_op);
+  check(j.is_object(), k_op, "{}: expected a JSON object (format oal-calibration), got {}",
+        cj.string(), j.type_name());
+  try {
+    check(j.value("format", "") == "oal-calibration" && j.value("version", 0) == 1, k_op,
+          "{}: expected format oal-calibration version 1", cj.string());
+    return read_run_json(dir, j);
+  } catch (const nlohmann::json::exception& e) {
+    fail(k_op, "{}: a field is missing or of the wrong type ({})", cj.string(), e.what());
+  }
 }
 
 }  // namespace oal::calib

@@ -8,6 +8,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 
 #include "oal/core/error.h"
 #include "oal/io/atomic_file.h"
@@ -259,10 +260,12 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
   return out;
 }
 
-void write_safetensors(const std::filesystem::path& path,
-                       const std::map<std::string, at::Tensor>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
-  const std::string file = path.string();
+namespace {
+
+// The whole file (length, header, data) onto `os`; `file` names it in errors.
+void stream_safetensors(std::ostream& os, const std::map<std::string, at::Tensor>& tensors,
+                        const std::map<std::string, std::string>& metadata,
+                        const std::string& file) {
   std::vector<at::Tensor> data;
   nlohmann::json header = nlohmann::json::object();
   uint64_t offset = 0;
@@ -282,15 +285,45 @@ void write_safetensors(const std::filesystem::path& path,
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // data section starts 8-byte aligned
 
-  AtomicFileWriter w(path);
-  std::ostream& os = w.stream();
   const uint64_t n = text.size();
   os.write(reinterpret_cast<const char*>(&n), 8);
   os.write(text.data(), static_cast<std::streamsize>(text.size()));
   for (const auto& c : data)
     os.write(static_cast<const char*>(c.data_ptr()),
              static_cast<std::streamsize>(c.numel() * c.element_size()));
+}
+
+}  // namespace
+
+void write_safetensors(const std::filesystem::path& path,
+                       const std::map<std::string, at::Tensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  AtomicFileWriter w(path);
+  stream_safetensors(w.stream(), tensors, metadata, path.string());
   w.commit();
+}
+
+std::string encode_safetensors(const std::map<std::string, at::Tensor>& tensors,
+                               const std::map<std::string, std::string>& metadata) {
+  std::ostringstream os;
+  stream_safetensors(os, tensors, metadata, "(in memory)");
+  return os.str();
+}
+
+SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& source) {
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
+  const SafetensorsHeader h = parse_safetensors_header(p, bytes.size(), bytes.size(), source);
+  SafetensorsFile out;
+  out.metadata = h.metadata;
+  for (const auto& [name, e] : h.tensors) {
+    const at::ScalarType st =
+        safetensors_dtype_to_scalar(e.dtype, fmt::format("{}: tensor '{}'", source, name));
+    at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(st));
+    // The header check guarantees end - begin == numel x element size.
+    if (e.end > e.begin) std::memcpy(t.data_ptr(), p + h.data_start + e.begin, e.end - e.begin);
+    out.tensors[name] = t;
+  }
+  return out;
 }
 
 }  // namespace oal::io

@@ -65,6 +65,14 @@ void write_safetensors(const std::filesystem::path& path,
                        const std::map<std::string, at::Tensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
+// The same bytes in memory, for tensors stored inside another file (e.g. optimizer
+// state): encode gives exactly what write_safetensors writes; decode validates as
+// read_safetensors does and returns tensors that own their memory. `source` names the
+// bytes in errors.
+std::string encode_safetensors(const std::map<std::string, at::Tensor>& tensors,
+                               const std::map<std::string, std::string>& metadata = {});
+SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& source);
+
 // "F32" → at::kFloat etc. Throws for names this build cannot represent.
 at::ScalarType safetensors_dtype_to_scalar(const std::string& dtype, const std::string& context);
 // at::kFloat → "F32" etc. Throws for unsupported scalar types.

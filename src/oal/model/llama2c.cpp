@@ -14,8 +14,10 @@ constexpr std::string_view k_op = "llama2c";
 constexpr uint64_t k_header_bytes = 7 * sizeof(int32_t);
 // llama2.c's newer exports ("version 1/2") start with this magic instead of a header.
 constexpr uint32_t k_export_magic = 0x616b3432;  // "ak42"
-// Upper bound on any single header field: keeps every size product inside int64.
+// Upper bound on any single header field, and on the float count the header implies
+// (the file's byte count must fit in 64 bits; no real checkpoint comes near either).
 constexpr int64_t k_max_field = 1 << 24;
+constexpr int64_t k_max_floats = int64_t{1} << 60;
 
 Llama2cHeader parse_header(const uint8_t* p) {
   int32_t v[7];
@@ -63,19 +65,26 @@ uint64_t llama2c_expected_size(const Llama2cHeader& h, const std::string& src) {
   check(h.dim % h.n_heads == 0 && h.n_heads % h.n_kv_heads == 0, k_op,
         "{}: dim {} must be divisible by heads {}, and heads by kv_heads {}", src, h.dim,
         h.n_heads, h.n_kv_heads);
-  const int64_t d = h.dim, f = h.hidden_dim, L = h.n_layers, hs = d / h.n_heads,
-                kv = int64_t{h.n_kv_heads} * hs;
-  check(hs % 2 == 0, k_op, "{}: head_dim {} must be even", src, hs);
-  int64_t floats = vocab * d                 // token embedding
-                   + L * d                   // rms_att
-                   + L * d * d               // wq
-                   + 2 * L * kv * d          // wk, wv
-                   + L * d * d               // wo
-                   + L * d                   // rms_ffn
-                   + 3 * L * f * d           // w1, w2, w3
-                   + d                       // rms_final
-                   + int64_t{h.seq_len} * hs;  // legacy RoPE table (cos + sin halves)
-  if (h.vocab_size < 0) floats += vocab * d;  // untied classifier
+  // Fields up to 2^24 make products up to 2^72 (layers x dim x dim): sum in 128 bits,
+  // then bound the total so the byte count and every tensor size fit in 64 bits.
+  using wide = __int128;
+  const wide d = h.dim, f = h.hidden_dim, L = h.n_layers, hs = d / h.n_heads,
+             kv = wide{h.n_kv_heads} * hs;
+  check(hs % 2 == 0, k_op, "{}: head_dim {} must be even", src, static_cast<int64_t>(hs));
+  wide floats = wide{vocab} * d            // token embedding
+                + L * d                    // rms_att
+                + L * d * d                // wq
+                + 2 * L * kv * d           // wk, wv
+                + L * d * d                // wo
+                + L * d                    // rms_ffn
+                + 3 * L * f * d            // w1, w2, w3
+                + d                        // rms_final
+                + wide{h.seq_len} * hs;    // legacy RoPE table (cos + sin halves)
+  if (h.vocab_size < 0) floats += wide{vocab} * d;  // untied classifier
+  check(floats <= k_max_floats, k_op,
+        "{}: header (dim {}, hidden {}, layers {}, heads {}, kv_heads {}, vocab {}, seq_len {}) "
+        "implies more than 2^60 floats: not a llama2.c legacy checkpoint?",
+        src, h.dim, h.hidden_dim, h.n_layers, h.n_heads, h.n_kv_heads, h.vocab_size, h.seq_len);
   return k_header_bytes + static_cast<uint64_t>(floats) * sizeof(float);
 }
 

@@ -52,7 +52,13 @@ std::optional<fs::path> checkpoint_dir(const fs::path& run_dir, std::string_view
   const auto j = read_json(ptr);
   check(j.is_object() && j.contains("dir") && j["dir"].is_string(), k_op,
         "'{}' must hold {{\"dir\": ...}}", ptr.string());
-  return run_dir / j["dir"].get<std::string>();
+  // A checkpoint lives inside the run directory: a relative path without "..".
+  const fs::path dir = j["dir"].get<std::string>();
+  bool inside = !dir.empty() && dir.is_relative();
+  for (const auto& part : dir) inside = inside && part != "..";
+  check(inside, k_op, "'{}' names '{}', expected a directory inside the run directory",
+        ptr.string(), dir.string());
+  return run_dir / dir;
 }
 
 void save_checkpoint(const fs::path& run_dir, const Checkpoint& ckpt, bool is_best,
@@ -97,8 +103,9 @@ void save_checkpoint(const fs::path& run_dir, const Checkpoint& ckpt, bool is_be
 std::optional<Checkpoint> load_checkpoint(const fs::path& run_dir, std::string_view which) {
   const auto dir = checkpoint_dir(run_dir, which);
   if (!dir) return std::nullopt;
-  check(fs::is_directory(*dir), k_op, "'{}.json' names '{}', which does not exist", which,
-        dir->string());
+  std::error_code ec;  // the throwing overload fails on e.g. over-long names (fuzz_checkpoint)
+  check(fs::is_directory(*dir, ec), k_op, "'{}.json' names '{}', which is not a directory{}",
+        which, dir->string(), ec ? " (" + ec.message() + ")" : "");
   Checkpoint c;
   c.state = read_json(*dir / "state.json");
   check(c.state.contains("step") && c.state["step"].is_number_integer(), k_op,

@@ -1,12 +1,13 @@
 #include "oal/train/optimizer.h"
 
 #include <torch/optim.h>
-#include <torch/serialize.h>
 
 #include <cmath>
-#include <sstream>
+#include <map>
 
 #include "oal/core/error.h"
+#include "oal/core/tensor_checks.h"
+#include "oal/io/safetensors.h"
 
 namespace oal::train {
 
@@ -51,23 +52,77 @@ void AdamW::zero_grad() {
 
 void AdamW::step() { impl_->opt->step(); }
 
+namespace {
+
+constexpr const char* k_state_format = "oal-adamw";
+constexpr const char* k_state_version = "1";
+
+std::string state_key(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+
+}  // namespace
+
+// The moments of parameter i as "<i>.exp_avg", "<i>.exp_avg_sq" and "<i>.step" (int64
+// scalar) in safetensors bytes, parameters without state (never stepped) left out.
+// Torch's own archive format is not used: loading it runs TorchScript's deserializer,
+// which crashes on corrupted files (found by fuzz/fuzz_checkpoint) instead of failing.
 std::string AdamW::save_state() const {
-  torch::serialize::OutputArchive archive;
-  impl_->opt->save(archive);
-  std::ostringstream out;
-  archive.save_to(out);
-  return out.str();
+  std::map<std::string, at::Tensor> tensors;
+  const auto& state = impl_->opt->state();
+  for (size_t i = 0; i < impl_->params.size(); ++i) {
+    auto it = state.find(state_key(impl_->params[i]));
+    if (it == state.end()) continue;
+    const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+    tensors[fmt::format("{}.exp_avg", i)] = s.exp_avg();
+    tensors[fmt::format("{}.exp_avg_sq", i)] = s.exp_avg_sq();
+    tensors[fmt::format("{}.step", i)] = at::scalar_tensor(s.step(), at::kLong);
+  }
+  return io::encode_safetensors(tensors, {{"format", k_state_format},
+                                          {"version", k_state_version},
+                                          {"params", std::to_string(impl_->params.size())}});
 }
 
 void AdamW::load_state(const std::string& bytes) {
-  torch::serialize::InputArchive archive;
-  std::istringstream in(bytes);
-  try {
-    archive.load_from(in, impl_->params.front().device());
-    impl_->opt->load(archive);
-  } catch (const c10::Error& e) {
-    fail("adamw", "cannot read optimizer state ({} bytes): {}", bytes.size(), e.what_without_backtrace());
+  const io::SafetensorsFile f = io::decode_safetensors(bytes, "optimizer state");
+  const auto meta = [&](const char* key) {
+    auto it = f.metadata.find(key);
+    return it == f.metadata.end() ? std::string() : it->second;
+  };
+  check(meta("format") == k_state_format && meta("version") == k_state_version, "adamw",
+        "optimizer state: expected format {} version {} (state written by an older build "
+        "cannot be read: restart without --resume)", k_state_format, k_state_version);
+  const size_t n = impl_->params.size();
+  check(meta("params") == std::to_string(n), "adamw",
+        "optimizer state is for {} parameters, this optimizer has {}", meta("params"), n);
+  std::map<std::string, const at::Tensor*> unused;
+  for (const auto& [name, t] : f.tensors) unused[name] = &t;
+  std::vector<std::unique_ptr<torch::optim::AdamWParamState>> loaded(n);
+  for (size_t i = 0; i < n; ++i) {
+    const at::Tensor& p = impl_->params[i];
+    const std::string a = fmt::format("{}.exp_avg", i), b = fmt::format("{}.exp_avg_sq", i),
+                      st = fmt::format("{}.step", i);
+    const int present = int(unused.count(a)) + int(unused.count(b)) + int(unused.count(st));
+    if (present == 0) continue;
+    check(present == 3, "adamw", "optimizer state: parameter {} needs {}, {} and {}", i, a, b, st);
+    for (const auto& name : {a, b})
+      check(unused[name]->sizes() == p.sizes() && at::isFloatingType(unused[name]->scalar_type()),
+            "adamw", "optimizer state: '{}' must be floating point of shape {}, got {} {}", name,
+            shape_str(p), c10::toString(unused[name]->scalar_type()), shape_str(*unused[name]));
+    const at::Tensor& step = *unused[st];
+    check(step.dim() == 0 && step.scalar_type() == at::kLong && step.item<int64_t>() >= 0,
+          "adamw", "optimizer state: '{}' must be a non-negative int64 scalar", st);
+    auto s = std::make_unique<torch::optim::AdamWParamState>();
+    s->step(step.item<int64_t>());
+    s->exp_avg(unused[a]->to(p.device(), p.scalar_type()));
+    s->exp_avg_sq(unused[b]->to(p.device(), p.scalar_type()));
+    loaded[i] = std::move(s);
+    for (const auto& name : {a, b, st}) unused.erase(name);
   }
+  check(unused.empty(), "adamw", "optimizer state: unexpected tensor '{}'",
+        unused.empty() ? std::string() : unused.begin()->first);
+  auto& state = impl_->opt->state();
+  state.clear();
+  for (size_t i = 0; i < n; ++i)
+    if (loaded[i]) state[state_key(impl_->params[i])] = std::move(loaded[i]);
 }
 
 double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm) {

@@ -35,8 +35,10 @@ class AdamW {
   void zero_grad();
   // One update from the current gradients (parameters without a gradient are skipped).
   void step();
-  // Serialised optimizer state (moments and step counts), and back. load_state needs
-  // an optimizer over parameters of the same count and shapes, in the same order.
+  // Serialised optimizer state (moments and step counts) as safetensors bytes (format
+  // "oal-adamw" v1 in the metadata), and back. load_state needs an optimizer over
+  // parameters of the same count and shapes, in the same order, and throws
+  // oal::Error("[adamw] ...") / ("[safetensors] ...") for anything else.
   std::string save_state() const;
   void load_state(const std::string& bytes);
 

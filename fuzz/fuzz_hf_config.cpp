@@ -1,0 +1,13 @@
+// An HF config.json, read and validated as every HF model load does.
+#include "fuzz_input.h"
+#include "oal/model/hf_config.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const auto dir = oal::fuzz::fresh_dir();
+  oal::fuzz::write_file(dir, "config.json", oal::fuzz::as_bytes(data, size));
+  oal::fuzz::expect_only_oal_errors([&] {
+    const auto config = oal::model::read_hf_config(dir / "config.json");
+    oal::model::validate_config(config, "fuzz", "config.json");
+  });
+  return 0;
+}

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Builds the fuzz seed corpora (one directory per fuzz target) under OUT.
+
+Seeds come from three places, never copied into the project (they are generated at run
+time, into the build directory):
+  * the project's own writers (fuzz_seed_writer: kernel JSON, analysis.json, a
+    calibration run directory, a fine-tuning checkpoint, plain and converted model
+    directories of a tiny synthetic model);
+  * the real files in ../shared/data (see its README), cut down where they are large:
+    the llama2.c tokenizer whole, the llama2.c model header and a truncated prefix, the
+    Qwen / Llama-3 tokenizer.json reduced to their first ids and the merges among them,
+    the official kernel file reduced to two layers;
+  * small files written here for layouts no writer produces (a consistent tiny llama2.c
+    checkpoint, safetensors with other dtypes and metadata, JSONL for `oal eval`).
+Missing shared data only drops its seeds (with a note), unless --require-shared.
+
+Usage: fuzz_seeds.py --out DIR --seed-writer BUILD/fuzz/fuzz_seed_writer [--shared DIR]
+"""
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SEPARATOR = b"\n--oal-fuzz-part--\n"  # fuzz/fuzz_input.h k_part_separator
+
+
+def write(out, target, name, data):
+    path = Path(out) / target / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data if isinstance(data, bytes) else data.encode())
+
+
+def safetensors(tensors, metadata=None):
+    """tensors: name -> (dtype, shape, raw bytes)."""
+    header, blobs, offset = {}, [], 0
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+
+
+def floats(n, scale=0.02):
+    return struct.pack(f"<{n}f", *[scale * ((i * 7919) % 97 - 48) / 48 for i in range(n)])
+
+
+def safetensors_seeds(out):
+    write(out, "safetensors", "dtypes.safetensors", safetensors({
+        "a": ("F32", [2, 3], floats(6)),
+        "b": ("BF16", [4], b"\x80\x3f" * 4),
+        "c": ("F16", [1, 2], b"\x00\x3c" * 2),
+        "d": ("I64", [2], struct.pack("<2q", 1, -2)),
+        "e": ("U8", [3], b"\x01\x02\x03"),
+        "f": ("BOOL", [2], b"\x00\x01"),
+        "g": ("F64", [], struct.pack("<d", 3.5)),
+    }, {"format": "pt", "note": "fuzz seed"}))
+    write(out, "safetensors", "empty.safetensors", safetensors({}))
+
+
+def llama2c_model(dim, hidden, layers, heads, kv_heads, vocab, seq_len):
+    """A consistent legacy checkpoint (negative vocab: untied classifier)."""
+    v, hs = abs(vocab), dim // heads
+    kv = kv_heads * hs
+    n = (v * dim + layers * (2 * dim + 2 * dim * dim + 2 * kv * dim + 3 * hidden * dim)
+         + dim + seq_len * hs + (v * dim if vocab < 0 else 0))
+    return struct.pack("<7i", dim, hidden, layers, heads, kv_heads, vocab, seq_len) + floats(n)
+
+
+def llama2c_model_seeds(out, shared):
+    write(out, "llama2c_model", "tiny-tied.bin", llama2c_model(8, 12, 1, 2, 1, 32, 8))
+    write(out, "llama2c_model", "tiny-untied.bin", llama2c_model(8, 12, 2, 2, 2, -32, 4))
+    real = shared / "stories260K.bin"
+    if real.exists():
+        data = real.read_bytes()
+        write(out, "llama2c_model", "stories260K-header.bin", data[:28])
+        write(out, "llama2c_model", "stories260K-prefix.bin", data[:4096])
+    return real
+
+
+def reduced_tokenizer(path, keep_ids=600, keep_added=4):
+    """tokenizer.json with ids < keep_ids, the merges among them and the first
+    keep_added added tokens (their ids stay as they are)."""
+    j = json.loads(path.read_text(encoding="utf-8"))
+    j["added_tokens"] = j["added_tokens"][:keep_added]
+    vocab = {t: i for t, i in j["model"]["vocab"].items() if i < keep_ids}
+    merges = []
+    for m in j["model"]["merges"]:
+        a, b = m.split(" ", 1) if isinstance(m, str) else m
+        if a in vocab and b in vocab and a + b in vocab:
+            merges.append(m)
+    j["model"]["vocab"] = vocab
+    j["model"]["merges"] = merges
+    return json.dumps(j, ensure_ascii=False)
+
+
+def tokenizer_seeds(out, shared):
+    used = []
+    tok = shared / "tok512.bin"
+    if tok.exists():
+        write(out, "llama2c_tokenizer", "tok512.bin", tok.read_bytes())
+        used.append(tok)
+    for name in ("qwen-tokenizer", "llama3-tokenizer"):
+        d = shared / name
+        if not (d / "tokenizer.json").exists():
+            continue
+        small = reduced_tokenizer(d / "tokenizer.json")
+        write(out, "tokenizer_json", f"{name}.json", small)
+        config = json.loads((d / "tokenizer_config.json").read_text(encoding="utf-8"))
+        decoder = config.get("added_tokens_decoder", {})
+        config["added_tokens_decoder"] = dict(list(decoder.items())[:4])
+        config.pop("chat_template", None)  # long, and no parser reads it
+        write(out, "tokenizer_config", name,
+              json.dumps(config).encode() + SEPARATOR + small.encode())
+        used.append(d)
+    return used
+
+
+def official_kernel_seed(out, shared):
+    path = shared / "official-oal-qwen2.5-0.5b.json"
+    if not path.exists():
+        return None
+    j = json.loads(path.read_text())
+    j["layers"] = {k: v for k, v in j["layers"].items() if k in ("0", "1")}
+    for layer in j["layers"].values():  # three heads each keeps the seed small
+        layer["heads"] = {k: v for k, v in layer["heads"].items() if k in ("0", "1", "2")}
+    write(out, "kernel_json", "official-2-layers.json", json.dumps(j))
+    return path
+
+
+def hf_config_seeds(out):
+    base = {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "vocab_size": 300, "max_position_embeddings": 256, "rms_norm_eps": 1e-5,
+            "bos_token_id": 1, "eos_token_id": [2, 3], "tie_word_embeddings": True,
+            "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                             "high_freq_factor": 4.0, "original_max_position_embeddings": 64}}
+    write(out, "hf_config", "llama3-scaling.json", json.dumps(base))
+    qwen = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 896,
+            "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14,
+            "num_key_value_heads": 2, "vocab_size": 151936, "max_position_embeddings": 32768,
+            "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
+            "hidden_act": "silu", "use_sliding_window": False, "sliding_window": 32768}
+    write(out, "hf_config", "qwen2.5-0.5b-shape.json", json.dumps(qwen))
+
+
+def eval_jsonl_seeds(out):
+    tasks = {"piqa": 0, "hellaswag": 1, "arc_easy": 2}
+    for f in sorted((ROOT / "tests" / "eval" / "data").glob("*.jsonl")):
+        task = next((v for k, v in tasks.items() if f.name.startswith(k)), 0)
+        write(out, "eval_jsonl", f.stem, bytes([task]) + f.read_bytes())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--seed-writer", required=True, type=Path)
+    ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "data")
+    ap.add_argument("--require-shared", action="store_true")
+    a = ap.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+    subprocess.run([str(a.seed_writer), str(a.out)], check=True)
+    safetensors_seeds(a.out)
+    hf_config_seeds(a.out)
+    eval_jsonl_seeds(a.out)
+    shared_used = [llama2c_model_seeds(a.out, a.shared), official_kernel_seed(a.out, a.shared)]
+    shared_used += tokenizer_seeds(a.out, a.shared)
+    if not (a.shared / "tok512.bin").exists():
+        msg = f"fuzz_seeds: no shared data in {a.shared}: seeds from real files left out"
+        if a.require_shared:
+            sys.exit(msg)
+        print(msg, file=sys.stderr)
+    for d in sorted(p for p in a.out.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        print(f"fuzz_seeds: {d.name}: {sum(1 for _ in d.iterdir())} seeds")
+
+
+if __name__ == "__main__":
+    main()
