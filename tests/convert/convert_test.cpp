@@ -3,7 +3,11 @@
 // range — each a clear error naming the mismatch.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/temp_dir.h"
 #include "oal/attention/oal_method.h"
@@ -11,6 +15,9 @@
 #include "oal/attention/taylorshift.h"
 #include "oal/calib/run_dir.h"
 #include "oal/core/error.h"
+#include "oal/io/json_file.h"
+#include "oal/model/hybrid.h"
+#include "oal/model/transformer.h"
 #include "oal/model/fingerprint.h"
 #include "oal/convert/convert.h"
 #include "common/tiny_model.h"
@@ -148,6 +155,37 @@ TEST(KernelInit, MethodsFromCalibrationFollowTheRule) {
   auto* q = dynamic_cast<attn::QuadraticAttention*>(m.get());
   ASSERT_NE(q, nullptr);
   EXPECT_NEAR(q->to_kernels()[0].coefficients().a, 3.0, 1e-12);
+  std::filesystem::remove_all(dir);
+}
+
+// Found by fuzz_converted_model: a marker without "method" escaped load_transformer as a
+// nlohmann exception. Every malformed marker is now a named error; the intact one loads.
+TEST(ConvertedDir, MalformedMarkerIsANamedError) {
+  const auto dir = test::make_temp_dir("convert_marker");
+  const auto w = test::tiny_weights(1);
+  write_oal_run(dir / "run", w);
+  model::Transformer t(w);
+  model::apply_hybrid(t, methods_from_calibration(dir / "run", w, "oal", {1}, false));
+  const auto conv = dir / "converted";
+  export_converted(conv, w, t, "oal", {1}, "tiny", "");
+  ASSERT_NO_THROW(load_transformer(conv.string()));
+  const nlohmann::json config = io::read_json_file(conv / "config.json", "test");
+  auto with_marker = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json c = config;
+    edit(c["oal_conversion"]);
+    std::ofstream(conv / "config.json") << c.dump();
+    return error_of([&] { load_transformer(conv.string()); });
+  };
+  for (const auto& [what, edit] :
+       std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>>{
+           {"no method", [](nlohmann::json& m) { m.erase("method"); }},
+           {"method not a string", [](nlohmann::json& m) { m["method"] = 3; }},
+           {"float layer", [](nlohmann::json& m) { m["layers"] = {1.5}; }},
+           {"layers not an array", [](nlohmann::json& m) { m["layers"] = "1"; }},
+           {"not an object", [](nlohmann::json& m) { m = "oal"; }},
+           {"format a number", [](nlohmann::json& m) { m["format"] = 1; }}}) {
+    EXPECT_NE(with_marker(edit).find("oal_conversion"), std::string::npos) << what;
+  }
   std::filesystem::remove_all(dir);
 }
 

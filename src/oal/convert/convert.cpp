@@ -216,21 +216,53 @@ model::ModelWeights load_weights_on(const std::string& path, at::Device device) 
   return w;
 }
 
+namespace {
+
+// The "oal_conversion" marker of a converted directory's config.json, checked: the
+// format, the model it was made for, the method and the converted layers. A malformed
+// marker (missing or mistyped fields, a non-integer layer) is an oal::Error naming it.
+struct ConversionMarker {
+  std::string method;
+  std::vector<int64_t> layers;
+};
+
+ConversionMarker read_marker(const std::string& path, const model::ModelWeights& weights) {
+  const nlohmann::json config = read_json_file(fs::path(path) / "config.json");
+  const nlohmann::json& m = config.at(k_marker);
+  const auto bad = [&](const std::string& what) {
+    fail(k_op, "{}: config.json 'oal_conversion' {}; expected an object with format "
+         "oal-converted, version 1, model_fingerprint, method and integer layers", path, what);
+  };
+  if (!m.is_object()) bad("is not an object");
+  const auto string_field = [&](const char* key) {
+    if (!m.contains(key) || !m.at(key).is_string()) bad(fmt::format("has no string '{}'", key));
+    return m.at(key).get<std::string>();
+  };
+  check(string_field("format") == "oal-converted" && m.contains("version") &&
+            m.at("version").is_number_integer() && m.at("version").get<int64_t>() == 1,
+        k_op, "{}: 'oal_conversion' must be format oal-converted version 1", path);
+  check(string_field("model_fingerprint") == model::model_fingerprint(weights), k_op,
+        "{}: config.json does not match the model the conversion was made for", path);
+  ConversionMarker out{string_field("method"), {}};
+  if (!m.contains("layers") || !m.at("layers").is_array()) bad("has no array 'layers'");
+  for (const auto& l : m.at("layers")) {
+    if (!l.is_number_integer()) bad("has a layer that is not an integer");
+    out.layers.push_back(l.get<int64_t>());
+  }
+  return out;
+}
+
+}  // namespace
+
 std::unique_ptr<model::Transformer> load_transformer(const std::string& path,
                                                      model::TransformerOptions options,
                                                      at::Device device) {
   auto weights = load_weights_on(path, device);
   auto t = std::make_unique<model::Transformer>(weights, options);
   if (!is_converted_dir(path)) return t;
-  const nlohmann::json marker = read_json_file(fs::path(path) / "config.json")[k_marker];
-  check(marker.value("format", "") == "oal-converted" && marker.value("version", 0) == 1, k_op,
-        "{}: 'oal_conversion' must be format oal-converted version 1", path);
-  check(marker.value("model_fingerprint", "") == model::model_fingerprint(weights), k_op,
-        "{}: config.json does not match the model the conversion was made for", path);
-  const std::string method = marker.at("method").get<std::string>();
-  const auto layers = marker.at("layers").get<std::vector<int64_t>>();
-  auto methods = methods_from_calibration(fs::path(path) / k_attention_dir, weights, method,
-                                          layers, false);
+  const ConversionMarker marker = read_marker(path, weights);
+  auto methods = methods_from_calibration(fs::path(path) / k_attention_dir, weights,
+                                          marker.method, marker.layers, false);
   model::apply_hybrid(*t, methods);
   return t;
 }
