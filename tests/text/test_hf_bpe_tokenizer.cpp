@@ -6,6 +6,8 @@
 
 #include "common/shared_data.h"
 #include "oal/core/error.h"
+#include "oal/text/byte_level.h"
+#include "oal/text/hf_bpe_spec.h"
 #include "oal/text/hf_bpe_tokenizer.h"
 #include "oal/text/split_pattern.h"
 #include "oal/text/tokenizer.h"
@@ -142,6 +144,25 @@ TEST(HfBpeTokenizer, UnknownIdIsAnError) {
   const Tokenizer& tok = shared_tokenizer("qwen-tokenizer");
   EXPECT_THROW(tok.decode({151669}), Error);
   EXPECT_THROW(tok.decode({-3}), Error);
+}
+
+// Found by fuzz_tokenizer_json: one token with id ~2^31 made the id-indexed tables
+// allocate tens of gigabytes. Ids far beyond the listed tokens are a named error; the
+// same vocabulary with dense ids loads.
+TEST(HfBpeTokenizer, HugeSparseIdIsAnError) {
+  HfBpeSpec spec;
+  for (int b = 0; b < 256; ++b)
+    spec.vocab.emplace_back(bytes_to_byte_level(std::string(1, static_cast<char>(b))), b);
+  EXPECT_NO_THROW(HfBpeTokenizer{spec});
+  spec.vocab.emplace_back("hello", 256);
+  EXPECT_NO_THROW(HfBpeTokenizer{spec});
+  spec.vocab.back().second = 2000000000;
+  try {
+    HfBpeTokenizer t(spec);
+    ADD_FAILURE() << "expected an error for token id 2000000000";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("far beyond the 257 tokens"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -44,6 +44,13 @@ void HfBpeTokenizer::add_tokens(const HfBpeSpec& spec) {
   int32_t max_id = -1;
   for (const auto& [tok, id] : spec.vocab) max_id = std::max(max_id, id);
   for (const auto& a : spec.added_tokens) max_id = std::max(max_id, a.id);
+  // Tables are indexed by id, so ids must be about as dense as real vocabularies are
+  // (Qwen2, Llama-3: 0..N-1 with no gap); a lone huge id would allocate gigabytes
+  // (found by fuzz_tokenizer_json). The bound leaves room for sparse ids all the same.
+  const int64_t listed = static_cast<int64_t>(spec.vocab.size() + spec.added_tokens.size());
+  check(max_id < 2 * listed + 1024, k_op,
+        "token id {} is far beyond the {} tokens listed; expected ids 0..N-1 of a dense "
+        "vocabulary", max_id, listed);
   const size_t n = static_cast<size_t>(max_id) + 1;
   token_strings_.assign(n, {});
   token_bytes_.assign(n, {});
