@@ -1,12 +1,14 @@
 // A fine-tuning run directory as `oal finetune --resume` reads it; input parts:
 // last.json, then state.json, trainable.safetensors and optimizer.bin of
-// checkpoints/step-000001. The optimizer state is loaded into an AdamW over the
-// checkpoint's own tensors (shapes as the trainer would have them).
+// checkpoints/step-000001. The trainer's state (state.json) is read as --resume reads
+// it, and the optimizer state is loaded into an AdamW over the checkpoint's own tensors
+// (shapes as the trainer would have them).
 #include <ATen/ATen.h>
 
 #include "fuzz_input.h"
 #include "oal/train/checkpoint.h"
 #include "oal/train/optimizer.h"
+#include "oal/train/trainer_state.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto dir = oal::fuzz::fresh_dir();
@@ -17,6 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   oal::fuzz::expect_only_oal_errors([&] {
     const auto ckpt = oal::train::load_checkpoint(dir, "last");
     if (!ckpt) return;
+    (void)oal::train::trainer_state_from_json(ckpt->state, "state.json");
     std::vector<at::Tensor> params;
     for (const auto& [name, t] : ckpt->tensors)
       if (at::isFloatingType(t.scalar_type()))

@@ -1,7 +1,9 @@
-// A calibration run directory (`oal fidelity`, `oal convert`); input parts:
+// A calibration run directory (`oal fidelity`, `oal convert`), also merged as the only
+// partial run (`oal merge-calibration`, which reads the "shard" block); input parts:
 // calibration.json, kernels-oal.json, kernels-global.json, baselines.safetensors.
 #include "fuzz_input.h"
 #include "oal/calib/run_dir.h"
+#include "oal/calib/run_merge.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto dir = oal::fuzz::fresh_dir();
@@ -9,5 +11,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                          {"calibration.json", "kernels-oal.json", "kernels-global.json",
                           "baselines.safetensors"});
   oal::fuzz::expect_only_oal_errors([&] { (void)oal::calib::read_run(dir); });
+  oal::fuzz::expect_only_oal_errors([&] { oal::calib::merge_runs({dir}, dir / "merged"); });
   return 0;
 }

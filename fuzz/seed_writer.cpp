@@ -19,6 +19,7 @@
 #include "oal/model/hybrid.h"
 #include "oal/model/synthetic.h"
 #include "oal/train/checkpoint.h"
+#include "oal/train/trainer_state.h"
 #include "oal/train/optimizer.h"
 
 namespace fs = std::filesystem;
@@ -128,6 +129,10 @@ fs::path write_run_seed(const fs::path& out, const fs::path& scratch) {
   const fs::path dir = scratch / "run";
   oal::calib::write_run(dir, result, options, info);
   pack(dir, k_run_files, out / "run_dir" / "all-methods");
+  // The same run as the only shard of `--shard 0/1`, which merge-calibration accepts.
+  info.shard = oal::calib::Shard{0, 1, {0, 1}};
+  oal::calib::write_run(scratch / "run-shard", result, options, info);
+  pack(scratch / "run-shard", k_run_files, out / "run_dir" / "one-shard");
   return dir;
 }
 
@@ -171,8 +176,8 @@ void write_checkpoint_seed(const fs::path& out, const fs::path& scratch) {
   c.step = 1;
   c.tensors = {{"lora.layers.0.q.A", a.detach()}, {"lora.layers.0.q.B", b.detach()}};
   c.optimizer_state = opt.save_state();
-  c.state = {{"step", 1}, {"signature", {{"rank", 2}}}, {"best_step", 1}, {"best_val_nll", 2.5},
-             {"history", {{"steps", {{1, 2.7, 0.5, 1e-3}}}, {"val", {{0, 2.9}, {1, 2.5}}}}}};
+  c.state = oal::train::trainer_state_to_json(
+      {{{"rank", 2}}, {{1, 2.7, 0.5, 1e-3}}, {{0, 2.9}, {1, 2.5}}, 1, 2.5, 1, false});
   const fs::path dir = scratch / "finetune";
   oal::train::save_checkpoint(dir, c, true, 2.5);
   const std::string step = "checkpoints/step-000001/";

@@ -99,6 +99,40 @@ TEST(AnalysisJson, FileRoundTripAndCorruptFiles) {
   std::filesystem::remove_all(dir);
 }
 
+// Integer fields holding floats (nlohmann's get<int64_t>() would cast 1e300, undefined
+// behaviour) or values of the wrong kind are named errors with the field's path.
+TEST(AnalysisJson, IntegerFieldsRejectFloats) {
+  const auto j = oa::analysis_to_json(tiny_result());
+  auto expect = [](const nlohmann::json& bad, const std::string& expected) {
+    try {
+      oa::analysis_from_json(bad);
+      ADD_FAILURE() << "no error for " << expected;
+    } catch (const oal::Error& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m.rfind("[analysis json]", 0), 0u) << m;
+      EXPECT_NE(m.find(expected), std::string::npos) << m;
+    }
+  };
+  auto bad = j;
+  bad["head_dim"] = 1e300;
+  expect(bad, "analysis.head_dim must be an integer, got a non-integer number");
+  bad = j;
+  bad["version"] = 1.5;
+  expect(bad, "analysis.version must be an integer");
+  bad = j;
+  bad["seed"] = -3;
+  expect(bad, "analysis.seed must be a non-negative integer");
+  bad = j;
+  bad["calibration_lengths"][1] = 6.5;
+  expect(bad, "analysis.calibration_lengths must be an integer");
+  bad = j;
+  bad["layers"][0]["heads"][1]["top_dims"][0] = 3.5e32;
+  expect(bad, "layers[1].heads[1].top_dims must be an integer");
+  bad = j;
+  bad["layers"][0]["layer"] = "1";
+  expect(bad, "layers[].layer must be an integer, got a string");
+}
+
 TEST(LayerGroups, GroupsEveryHeadAndSummarises) {
   oa::GroupingOptions o;
   o.alpha = 0.5;

@@ -78,6 +78,23 @@ TEST(MultipleChoice, BadInputNamesFileLineAndField) {
   EXPECT_THROW(parse_mc_task("boolq"), oal::Error);
 }
 
+// Labels beyond int64: a 20-digit string made std::stoll throw std::out_of_range, a float
+// label would be a cast; both are named errors now.
+TEST(MultipleChoice, HugeOrFloatLabelsAreNamedErrors) {
+  for (const char* label : {R"("99999999999999999999")", "2.5", "1e300", "18446744073709551615"}) {
+    const std::string line =
+        std::string(R"({"goal":"g","sol1":"a","sol2":"b","label":)") + label + "}";
+    try {
+      parse_mc_line(McTask::piqa, line);
+      ADD_FAILURE() << "no error for label " << label;
+    } catch (const oal::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("field 'label'"), std::string::npos) << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not an oal::Error for label " << label << ": " << e.what();
+    }
+  }
+}
+
 TEST(MultipleChoice, SplitScoresOnlyCandidateTokensAndTruncatesContextLeft) {
   // A tokenizer with a dummy-prefix token 0 in front, like llama2.c's.
   auto tok = [](const std::string& s) {

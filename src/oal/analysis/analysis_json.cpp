@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 #include "oal/core/error.h"
 #include "oal/io/atomic_file.h"
@@ -14,14 +15,25 @@ namespace {
 using nlohmann::json;
 constexpr const char* k_op = "analysis json";
 
-// Typed field access with an error naming the field path.
+// Typed field access with an error naming the field path. Integers go through the
+// checked readers (a float where an integer belongs is an error, not a cast).
 template <typename T>
 T get(const json& j, const char* key, const std::string& where) {
   check(j.is_object() && j.contains(key), k_op, "{}: missing field '{}'", where, key);
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception& e) {
-    fail(k_op, "{}.{}: wrong type ({})", where, key, e.what());
+  const json& v = j.at(key);
+  const std::string field = where + "." + key;
+  if constexpr (std::is_same_v<T, int64_t>) {
+    return io::json_int(v, k_op, field);
+  } else if constexpr (std::is_same_v<T, uint64_t>) {
+    return io::json_uint(v, k_op, field);
+  } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+    return io::json_int_list(v, k_op, field);
+  } else {
+    try {
+      return v.get<T>();
+    } catch (const json::exception& e) {
+      fail(k_op, "{}: wrong type ({})", field, e.what());
+    }
   }
 }
 
@@ -152,8 +164,9 @@ json analysis_to_json(const AnalysisResult& r) {
 AnalysisResult analysis_from_json(const json& j) {
   check(j.is_object() && j.value("format", "") == k_analysis_format, k_op,
         "expected an object with \"format\": \"{}\"", k_analysis_format);
-  check(j.value("version", -1) == k_analysis_version, k_op, "unsupported version {}; expected {}",
-        j.value("version", -1), k_analysis_version);
+  const int64_t version = io::json_int_or(j, "version", -1, k_op, "analysis.version");
+  check(version == k_analysis_version, k_op, "unsupported version {}; expected {}", version,
+        k_analysis_version);
   AnalysisResult r;
   r.model = get<std::string>(j, "model", "analysis");
   r.num_layers = get<int64_t>(j, "num_layers", "analysis");

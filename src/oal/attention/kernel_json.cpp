@@ -24,13 +24,10 @@ int64_t parse_index(const std::string& key, std::string_view what) {
   fail(k_op, "{} key '{}' is not a non-negative integer", what, key);
 }
 
-// JSON integers only: nlohmann's get<int64_t>() converts a float such as 3e32 with a
-// static_cast, undefined behaviour out of range (found by fuzz/fuzz_kernel_json).
+// JSON integers only (io::json_int: a huge float such as 3.5e32 as a group index was
+// undefined behaviour, found by fuzz/fuzz_kernel_json).
 int64_t get_int(const nlohmann::json& j, const char* key) {
-  const nlohmann::json& v = j.at(key);
-  check(v.is_number_integer(), k_op, "'{}' must be an integer, got {}", key,
-        v.is_number_float() ? "a non-integer number" : v.type_name());
-  return v.get<int64_t>();
+  return io::json_int(j.at(key), k_op, fmt::format("'{}'", key));
 }
 
 // "groups": lists of integer dimension indices.
@@ -38,15 +35,8 @@ std::vector<std::vector<int64_t>> get_groups(const nlohmann::json& j) {
   const nlohmann::json& g = j.at("groups");
   check(g.is_array(), k_op, "'groups' must be a list of lists of dimension indices");
   std::vector<std::vector<int64_t>> out;
-  for (const auto& group : g) {
-    check(group.is_array(), k_op, "'groups' must be a list of lists of dimension indices");
-    auto& dims = out.emplace_back();
-    for (const auto& d : group) {
-      check(d.is_number_integer(), k_op, "'groups' must hold integer dimension indices, got {}",
-            d.is_number_float() ? "a non-integer number" : d.type_name());
-      dims.push_back(d.get<int64_t>());
-    }
-  }
+  for (const auto& group : g)
+    out.push_back(io::json_int_list(group, k_op, "each 'groups' entry (integer dimension indices)"));
   return out;
 }
 

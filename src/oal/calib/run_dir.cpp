@@ -99,7 +99,7 @@ LoadedRun read_run_json(const fs::path& dir, const nlohmann::json& j) {
   LoadedRun run;
   run.meta = j;
   run.methods = j.at("methods").get<std::vector<std::string>>();
-  const uint64_t seed = j.at("seed").get<uint64_t>();
+  const uint64_t seed = io::json_uint(j.at("seed"), k_op, "calibration.json: 'seed'");
   auto want = [&](const char* m) {
     return std::find(run.methods.begin(), run.methods.end(), m) != run.methods.end();
   };
@@ -111,11 +111,13 @@ LoadedRun read_run_json(const fs::path& dir, const nlohmann::json& j) {
   if (fs::exists(sp)) st = io::read_safetensors(sp);
   for (const auto& lj : j.at("layers")) {
     LayerMethods lm;
-    lm.layer = lj.at("layer").get<int64_t>();
+    lm.layer = io::json_int(lj.at("layer"), k_op, "calibration.json: layers[].layer");
     for (const auto& name : run.methods) {
       const attn::ModelKernels* k = name == "oal" ? &oal : name == "global" ? &global : nullptr;
-      attn::MethodShape shape{lm.layer, lj.value("q_heads", int64_t(0)), lj.value("kv_heads", int64_t(0)),
-                        lj.value("head_dim", int64_t(0))};
+      auto size = [&](const char* key) {
+        return io::json_int_or(lj, key, 0, k_op, fmt::format("calibration.json: layers[].{}", key));
+      };
+      attn::MethodShape shape{lm.layer, size("q_heads"), size("kv_heads"), size("head_dim")};
       if (k) {
         const auto& ks = k->layer(lm.layer);
         shape.q_heads = int64_t(ks.size());
@@ -150,7 +152,9 @@ LoadedRun read_run(const fs::path& dir) {
   check(j.is_object(), k_op, "{}: expected a JSON object (format oal-calibration), got {}",
         cj.string(), j.type_name());
   try {
-    check(j.value("format", "") == "oal-calibration" && j.value("version", 0) == 1, k_op,
+    check(j.value("format", "") == "oal-calibration" &&
+              io::json_int_or(j, "version", 0, k_op, "calibration.json: 'version'") == 1,
+          k_op,
           "{}: expected format oal-calibration version 1", cj.string());
     return read_run_json(dir, j);
   } catch (const nlohmann::json::exception& e) {

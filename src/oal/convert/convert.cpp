@@ -55,10 +55,12 @@ void copy_file_atomic(const fs::path& from, const fs::path& to) {
 std::shared_ptr<attn::AttentionMethod> initial_method(const calib::LoadedRun& run,
                                                       const model::ModelConfig& c,
                                                       const std::string& method, int64_t layer) {
-  check(run.meta.contains("seed") && run.meta.at("seed").is_number_unsigned(), k_op,
+  check(run.meta.contains("seed"), k_op,
         "calibration.json has no seed; expected one to rebuild {}'s initial draws", method);
   const attn::MethodShape shape{layer, c.num_heads, c.num_kv_heads, c.head_dim};
-  return attn::make_method(method, shape, run.meta.at("seed").get<uint64_t>(), nullptr);
+  return attn::make_method(method, shape,
+                           io::json_uint(run.meta.at("seed"), k_op, "calibration.json: 'seed'"),
+                           nullptr);
 }
 
 // Makes the kernel parameters of `m` trainable (a new OAL/global object; baselines in place).

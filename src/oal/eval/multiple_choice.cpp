@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "oal/core/error.h"
+#include "oal/io/json_file.h"
 
 namespace oal::eval {
 namespace {
@@ -36,11 +37,12 @@ int64_t label_field(const nlohmann::json& j, const char* name, int64_t n) {
   const auto& f = field(j, name);
   int64_t v = -1;
   if (f.is_number_integer()) {
-    v = f.get<int64_t>();
+    v = io::json_int(f, k_op, fmt::format("field '{}'", name));
   } else if (f.is_string()) {
     const auto s = f.get<std::string>();
-    check(!s.empty() && s.find_first_not_of("0123456789") == std::string::npos, k_op,
-          "field '{}' must be an integer label, got \"{}\" (test splits carry no labels)",
+    // At most 18 digits: std::stoll throws std::out_of_range beyond int64.
+    check(!s.empty() && s.size() <= 18 && s.find_first_not_of("0123456789") == std::string::npos,
+          k_op, "field '{}' must be an integer label, got \"{}\" (test splits carry no labels)",
           name, s);
     v = std::stoll(s);
   } else {

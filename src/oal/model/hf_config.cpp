@@ -20,9 +20,7 @@ bool has(const json& j, const char* key) { return j.contains(key) && !j[key].is_
 
 int64_t get_int(const json& j, const char* key, const std::string& src) {
   check(has(j, key), k_op, "{}: missing required field '{}'", src, key);
-  check(j[key].is_number_integer(), k_op, "{}: field '{}' must be an integer, got {}", src, key,
-        j[key].dump());
-  return j[key].get<int64_t>();
+  return io::json_int(j[key], k_op, fmt::format("{}: field '{}'", src, key));
 }
 
 int64_t get_int_or(const json& j, const char* key, int64_t def, const std::string& src) {
@@ -94,11 +92,8 @@ void parse_special_ids(const json& j, ModelConfig& c, const std::string& src) {
   if (!has(j, "eos_token_id")) return;
   const json& e = j["eos_token_id"];
   if (e.is_array()) {
-    for (const auto& v : e) {
-      check(v.is_number_integer(), k_op, "{}: eos_token_id list must hold integers, got {}", src,
-            e.dump());
-      c.eos_token_ids.push_back(v.get<int64_t>());
-    }
+    for (const auto& v : e)
+      c.eos_token_ids.push_back(io::json_int(v, k_op, fmt::format("{}: each eos_token_id", src)));
   } else {
     c.eos_token_ids.push_back(get_int(j, "eos_token_id", src));
   }

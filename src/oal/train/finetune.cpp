@@ -88,19 +88,6 @@ at::Tensor block_nll_sum(const model::Transformer& model, const at::Tensor& bloc
                       {}, at::Reduction::Sum);
 }
 
-nlohmann::json history_to_json(const std::vector<StepRecord>& s, const std::vector<ValRecord>& v) {
-  nlohmann::json js = nlohmann::json::array(), jv = nlohmann::json::array();
-  for (const auto& r : s) js.push_back({r.step, r.loss, r.lr, r.grad_norm});
-  for (const auto& r : v) jv.push_back({r.step, r.nll});
-  return {{"steps", js}, {"val", jv}};
-}
-
-void history_from_json(const nlohmann::json& j, std::vector<StepRecord>& s, std::vector<ValRecord>& v) {
-  for (const auto& r : j.at("steps"))
-    s.push_back({r[0].get<int64_t>(), r[1].get<double>(), r[2].get<double>(), r[3].get<double>()});
-  for (const auto& r : j.at("val")) v.push_back({r[0].get<int64_t>(), r[1].get<double>()});
-}
-
 // Sum of `grads` over ranks in one collective (flattened), in place.
 void all_reduce_grads(dist::World& world, const std::vector<at::Tensor>& params) {
   if (world.size() == 1) return;
@@ -209,17 +196,20 @@ FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
   world.barrier();  // every rank looked before rank 0 writes the first checkpoint
   if (resume && has_ckpt) {
     auto c = load_checkpoint(run_dir, "last");
-    check(c->state.contains("signature") && c->state["signature"] == signature, k_op,
+    TrainerState st =
+        trainer_state_from_json(c->state, (*checkpoint_dir(run_dir, "last") / "state.json").string());
+    check(st.signature == signature, k_op,
           "cannot resume from '{}': it was written with other options or trainable tensors "
           "(checkpoint {}, now {})",
-          run_dir.string(), c->state.value("signature", nlohmann::json()).dump(), signature.dump());
+          run_dir.string(), st.signature.dump(), signature.dump());
     assign(c->tensors);
     opt.load_state(c->optimizer_state);
-    history_from_json(c->state.at("history"), res.steps_log, res.val_log);
-    res.best_step = c->state.at("best_step").get<int64_t>();
-    res.best_val_nll = c->state.at("best_val_nll").get<double>();
-    res.improved_step = c->state.value("improved_step", res.best_step);
-    res.stopped_early = c->state.value("stopped_early", false);
+    res.steps_log = std::move(st.steps_log);
+    res.val_log = std::move(st.val_log);
+    res.best_step = st.best_step;
+    res.best_val_nll = st.best_val_nll;
+    res.improved_step = st.improved_step;
+    res.stopped_early = st.stopped_early;
     step = c->step;
     res.resumed_from = step;
   } else {
@@ -238,12 +228,8 @@ FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
     c.step = done;
     c.tensors = named;
     c.optimizer_state = opt.save_state();
-    c.state = {{"signature", signature},
-               {"history", history_to_json(res.steps_log, res.val_log)},
-               {"best_step", res.best_step},
-               {"best_val_nll", res.best_val_nll},
-               {"improved_step", res.improved_step},
-               {"stopped_early", res.stopped_early}};
+    c.state = trainer_state_to_json({signature, res.steps_log, res.val_log, res.best_step,
+                                     res.best_val_nll, res.improved_step, res.stopped_early});
     save_checkpoint(run_dir, c, is_best, val, hooks.checkpoint);
   };
   if (!resume || !has_ckpt) save(0, true, res.best_val_nll);

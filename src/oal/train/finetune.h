@@ -23,6 +23,7 @@
 #include "oal/model/transformer.h"
 #include "oal/train/checkpoint.h"
 #include "oal/train/optimizer.h"
+#include "oal/train/trainer_state.h"
 
 namespace oal::train {
 
@@ -54,18 +55,6 @@ struct FinetuneOptions {
 struct FinetuneData {
   at::Tensor train;  // N >= 1 blocks
   at::Tensor val;    // M >= 1 blocks, same ctx
-};
-
-struct StepRecord {
-  int64_t step = 0;  // updates completed after this one (1-based)
-  double loss = 0;   // mean NLL of the update's batch
-  double lr = 0;
-  double grad_norm = 0;  // before clipping
-};
-
-struct ValRecord {
-  int64_t step = 0;  // updates completed (0 = before training)
-  double nll = 0;    // mean NLL per target over the validation blocks
 };
 
 struct FinetuneResult {
