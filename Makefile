@@ -5,6 +5,9 @@ BUILD ?= build/release
 # it builds the fuzz targets and the sanitizer test executables alike.
 FUZZ_BUILD ?= build/fuzz
 FUZZ_SECONDS ?= 600
+# Targets fuzzed at once by `make fuzz` (one core each); the smoke run in `make test`
+# stays serial (each ASan process can take up to its 4 GB RSS limit).
+FUZZ_JOBS ?= $(JOBS)
 FUZZ_SMOKE_SECONDS ?= 3
 # Test modules run under the sanitizers in `make test`: the parsers and kernels, plus
 # calibration runs and fine-tuning checkpoints (analysis, convert, eval, demo and the
@@ -38,7 +41,7 @@ fuzz-build: deps
 
 # Every fuzz target for FUZZ_SECONDS each (the corpus in $(FUZZ_BUILD)/fuzz-corpus grows).
 fuzz: fuzz-build
-	scripts/fuzz.sh --build $(FUZZ_BUILD) --seconds $(FUZZ_SECONDS)
+	scripts/fuzz.sh --build $(FUZZ_BUILD) --seconds $(FUZZ_SECONDS) --jobs $(FUZZ_JOBS)
 
 fuzz-smoke: fuzz-build
 	scripts/fuzz.sh --build $(FUZZ_BUILD) --seconds $(FUZZ_SMOKE_SECONDS)

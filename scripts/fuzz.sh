@@ -5,14 +5,17 @@
 # size. Fails when any target finds a crash, hang, leak or sanitizer report; the input
 # that triggered it is left in BUILD/fuzz-artifacts/<target>/ (reproduce with
 # `BUILD/fuzz/fuzz_<target> FILE`).
-#   scripts/fuzz.sh [--build DIR] [--seconds N] [--targets "a b ..."] [--require-shared]
-# (--require-shared is implied by OAL_REQUIRE_SHARED=1)
+#   scripts/fuzz.sh [--build DIR] [--seconds N] [--jobs J] [--targets "a b ..."]
+#                   [--require-shared]
+# --jobs J runs J targets at a time (one core each; default 1). --require-shared is
+# implied by OAL_REQUIRE_SHARED=1.
 # The corpus each run grows (BUILD/fuzz-corpus/<target>) is kept for the next run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build=build/fuzz
 seconds=10
+jobs=1
 targets="safetensors hf_config tokenizer_json tokenizer_config llama2c_tokenizer llama2c_model
 converted_model kernel_json analysis_json run_dir checkpoint eval_jsonl"
 seed_flags=()
@@ -22,6 +25,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
     --targets) targets=$2; shift 2 ;;
     --require-shared) seed_flags+=(--require-shared); shift ;;
     *) echo "fuzz.sh: unknown argument '$1'" >&2; exit 2 ;;
@@ -39,31 +43,51 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # One thread per fuzz process: LibTorch's pools only add noise (and cores are few).
 export OMP_NUM_THREADS=1
 
-report=$build/fuzz-report.md
-printf '| target | seconds | execs | cov | ft | corpus (files) | result |\n|---|---|---|---|---|---|---|\n' >"$report"
-failed=()
-for t in $targets; do
-  exe=$build/fuzz/fuzz_$t
-  corpus=$build/fuzz-corpus/$t
-  artifacts=$build/fuzz-artifacts/$t/
-  log=$build/fuzz-logs/$t.log
+# One target: runs it and writes its report row to $rows/<target> (result "ok" or
+# "FAILED ..."). Always succeeds, so parallel jobs never stop the script midway.
+rows=$build/fuzz-rows
+rm -rf "$rows"
+mkdir -p "$rows"
+run_target() {
+  local t=$1 exe=$build/fuzz/fuzz_$1 corpus=$build/fuzz-corpus/$1
+  local artifacts=$build/fuzz-artifacts/$1/ log=$build/fuzz-logs/$1.log
   mkdir -p "$corpus" "$artifacts" "$(dirname "$log")" "$seeds/$t"
-  [ -x "$exe" ] || { echo "fuzz.sh: $exe not built (make fuzz-build)" >&2; exit 2; }
-  rc=0
+  local rc=0
   "$exe" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
     -artifact_prefix="$artifacts" "$corpus" "$seeds/$t" >"$log" 2>&1 || rc=$?
+  local last execs cov ft files result=ok
   last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
   ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
   files=$(find "$corpus" -type f | wc -l)
-  result=ok
-  if [ "$rc" -ne 0 ]; then
-    result="FAILED (rc $rc, see $log)"
-    failed+=("$t")
-  fi
+  [ "$rc" -ne 0 ] && result="FAILED (rc $rc, see $log)"
   printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$t" "$seconds" "${execs:-?}" "${cov:-?}" \
-    "${ft:-?}" "$files" "$result" | tee -a "$report"
+    "${ft:-?}" "$files" "$result" >"$rows/$t"
+  cat "$rows/$t"
+}
+
+for t in $targets; do
+  [ -x "$build/fuzz/fuzz_$t" ] || { echo "fuzz.sh: $build/fuzz/fuzz_$t not built (make fuzz-build)" >&2; exit 2; }
+done
+running=0
+for t in $targets; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n
+    running=$((running - 1))
+  fi
+  run_target "$t" &
+  running=$((running + 1))
+done
+wait
+
+# The report in the order the targets were given.
+report=$build/fuzz-report.md
+printf '| target | seconds | execs | cov | ft | corpus (files) | result |\n|---|---|---|---|---|---|---|\n' >"$report"
+failed=()
+for t in $targets; do
+  cat "$rows/$t" >>"$report"
+  grep -q '| FAILED' "$rows/$t" && failed+=("$t")
 done
 
 if [ ${#failed[@]} -gt 0 ]; then

@@ -101,7 +101,7 @@ TEST(AnalysisJson, FileRoundTripAndCorruptFiles) {
 
 // Integer fields holding floats (nlohmann's get<int64_t>() would cast 1e300, undefined
 // behaviour) or values of the wrong kind are named errors with the field's path.
-TEST(AnalysisJson, IntegerFieldsRejectFloats) {
+TEST(AnalysisJson, MistypedFieldsAreNamedErrors) {
   const auto j = oa::analysis_to_json(tiny_result());
   auto expect = [](const nlohmann::json& bad, const std::string& expected) {
     try {
@@ -131,6 +131,9 @@ TEST(AnalysisJson, IntegerFieldsRejectFloats) {
   bad = j;
   bad["layers"][0]["layer"] = "1";
   expect(bad, "layers[].layer must be an integer, got a string");
+  bad = j;
+  bad["format"] = 3;  // nlohmann's value("format", "") would throw its own type_error
+  expect(bad, "expected an object with \"format\"");
 }
 
 TEST(LayerGroups, GroupsEveryHeadAndSummarises) {

@@ -162,7 +162,7 @@ json analysis_to_json(const AnalysisResult& r) {
 }
 
 AnalysisResult analysis_from_json(const json& j) {
-  check(j.is_object() && j.value("format", "") == k_analysis_format, k_op,
+  check(j.is_object() && j.value("format", json()) == k_analysis_format, k_op,
         "expected an object with \"format\": \"{}\"", k_analysis_format);
   const int64_t version = io::json_int_or(j, "version", -1, k_op, "analysis.version");
   check(version == k_analysis_version, k_op, "unsupported version {}; expected {}", version,

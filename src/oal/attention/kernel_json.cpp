@@ -116,7 +116,7 @@ nlohmann::json kernels_to_json(const ModelKernels& mk) {
 
 ModelKernels kernels_from_json(const nlohmann::json& j) {
   return located("kernel file", [&] {
-    check(j.is_object() && j.value("format", "") == k_format, k_op,
+    check(j.is_object() && j.value("format", nlohmann::json()) == k_format, k_op,
           "expected format '{}' (field \"format\")", k_format);
     const int64_t ver = get_int(j, "version");
     check(ver == k_version, k_op, "unsupported version {}, expected {}", ver, k_version);
