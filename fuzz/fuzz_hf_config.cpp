@@ -1,6 +1,8 @@
-// An HF config.json, read and validated as every HF model load does.
+// An HF config.json, read and validated as every HF model load does, and the planted
+// dimensions a synthetic model's config records (`oal analyze` compares against them).
 #include "fuzz_input.h"
 #include "oal/model/hf_config.h"
+#include "oal/model/synthetic.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto dir = oal::fuzz::fresh_dir();
@@ -9,5 +11,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto config = oal::model::read_hf_config(dir / "config.json");
     oal::model::validate_config(config, "fuzz", "config.json");
   });
+  oal::fuzz::expect_only_oal_errors([&] { (void)oal::model::read_planted_dims(dir); });
   return 0;
 }

@@ -165,6 +165,16 @@ TEST(Synthetic, PlantedDimsAreRecordedAndArePairedLowFrequencyDims) {
   cfg.erase("oal_synthetic");
   std::ofstream(d / "config.json") << cfg.dump();
   EXPECT_TRUE(read_planted_dims(d).empty());
+  // A float where a dimension belongs is a named error, not a cast.
+  cfg["oal_synthetic"] = {{"planted_dims", {{8, 3.5e32}}}};
+  std::ofstream(d / "config.json") << cfg.dump();
+  try {
+    read_planted_dims(d);
+    ADD_FAILURE() << "no error for a float planted dim";
+  } catch (const oal::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("oal_synthetic.planted_dims must be an integer"),
+              std::string::npos) << e.what();
+  }
 }
 
 // The planted coordinates must dominate q·k: computed here independently from the

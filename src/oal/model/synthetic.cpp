@@ -260,13 +260,14 @@ void write_synthetic_model(const fs::path& dir, const SyntheticOptions& o) {
 std::vector<std::vector<int64_t>> read_planted_dims(const fs::path& dir) {
   const fs::path p = dir / "config.json";
   const nlohmann::json j = io::read_json_file(p, k_op);
-  if (!j.contains("oal_synthetic")) return {};
-  try {
-    return j["oal_synthetic"].at("planted_dims").get<std::vector<std::vector<int64_t>>>();
-  } catch (const nlohmann::json::exception& e) {
-    fail(k_op, "{}: oal_synthetic.planted_dims must be a list of integer lists: {}", p.string(),
-         e.what());
-  }
+  if (!j.is_object() || !j.contains("oal_synthetic")) return {};
+  const nlohmann::json& s = j["oal_synthetic"];
+  const std::string what = p.string() + ": oal_synthetic.planted_dims";
+  check(s.is_object() && s.contains("planted_dims") && s["planted_dims"].is_array(), k_op,
+        "{} must be a list of integer lists", what);
+  std::vector<std::vector<int64_t>> dims;
+  for (const auto& layer : s["planted_dims"]) dims.push_back(io::json_int_list(layer, k_op, what));
+  return dims;
 }
 
 SyntheticOptions qwen25_05b_shape() {
