@@ -16,6 +16,7 @@
 #include "oal/attention/registry.h"
 #include "oal/calib/run_dir.h"
 #include "oal/convert/convert.h"
+#include "oal/io/safetensors.h"
 #include "oal/model/hybrid.h"
 #include "oal/model/synthetic.h"
 #include "oal/train/checkpoint.h"
@@ -32,12 +33,12 @@ std::string read_bytes(const fs::path& path) {
   return s.str();
 }
 
-// Joins dir / names[i] (an absent file as an empty part) into one seed.
+// Joins dir / names[i] (an absent file or an empty name as an empty part) into one seed.
 void pack(const fs::path& dir, const std::vector<std::string>& names, const fs::path& seed) {
   std::string out;
   for (size_t i = 0; i < names.size(); ++i) {
     if (i) out += oal::fuzz::k_part_separator;
-    if (fs::exists(dir / names[i])) out += read_bytes(dir / names[i]);
+    if (!names[i].empty() && fs::is_regular_file(dir / names[i])) out += read_bytes(dir / names[i]);
   }
   fs::create_directories(seed.parent_path());
   std::ofstream(seed, std::ios::binary) << out;
@@ -144,6 +145,19 @@ void write_model_seeds(const fs::path& out, const fs::path& scratch, const fs::p
     const fs::path dir = scratch / name;
     oal::model::write_synthetic_model(dir, opts);
     pack(dir, {"config.json", "model.safetensors"}, out / "converted_model" / ("hf-" + name));
+    if (arch == SyntheticArch::llama) {  // the same weights as a sharded model (one shard)
+      nlohmann::json index = {{"metadata", nlohmann::json::object()}, {"weight_map", nlohmann::json::object()}};
+      for (const auto& [tensor, t] : oal::io::read_safetensors(dir / "model.safetensors").tensors)
+        index["weight_map"][tensor] = "model.safetensors";
+      const fs::path sharded = scratch / "llama-sharded";
+      fs::create_directories(sharded);
+      fs::copy_file(dir / "config.json", sharded / "config.json", fs::copy_options::overwrite_existing);
+      fs::copy_file(dir / "model.safetensors", sharded / "model.safetensors",
+                    fs::copy_options::overwrite_existing);
+      std::ofstream(sharded / "model.safetensors.index.json") << index.dump();
+      pack(sharded, {"config.json", "model.safetensors", "", "", "", "", "model.safetensors.index.json"},
+           out / "converted_model" / "hf-llama-sharded");
+    }
     fs::create_directories(out / "hf_config");
     fs::copy_file(dir / "config.json", out / "hf_config" / (name + ".json"),
                   fs::copy_options::overwrite_existing);

@@ -87,9 +87,15 @@ def llama2c_model_seeds(out, shared):
 
 def reduced_tokenizer(path, keep_ids=600, keep_added=4):
     """tokenizer.json with ids < keep_ids, the merges among them and the first
-    keep_added added tokens (their ids stay as they are)."""
+    keep_added added tokens, renumbered keep_ids, keep_ids + 1, ... so the vocabulary
+    stays dense as real ones are (the loader refuses ids far beyond the tokens listed).
+    Returns the JSON text and the map old added-token id -> new id."""
     j = json.loads(path.read_text(encoding="utf-8"))
     j["added_tokens"] = j["added_tokens"][:keep_added]
+    renumbered = {}
+    for k, t in enumerate(j["added_tokens"]):
+        renumbered[t["id"]] = keep_ids + k
+        t["id"] = keep_ids + k
     vocab = {t: i for t, i in j["model"]["vocab"].items() if i < keep_ids}
     merges = []
     for m in j["model"]["merges"]:
@@ -98,7 +104,7 @@ def reduced_tokenizer(path, keep_ids=600, keep_added=4):
             merges.append(m)
     j["model"]["vocab"] = vocab
     j["model"]["merges"] = merges
-    return json.dumps(j, ensure_ascii=False)
+    return json.dumps(j, ensure_ascii=False), renumbered
 
 
 def tokenizer_seeds(out, shared):
@@ -111,11 +117,12 @@ def tokenizer_seeds(out, shared):
         d = shared / name
         if not (d / "tokenizer.json").exists():
             continue
-        small = reduced_tokenizer(d / "tokenizer.json")
+        small, renumbered = reduced_tokenizer(d / "tokenizer.json")
         write(out, "tokenizer_json", f"{name}.json", small)
         config = json.loads((d / "tokenizer_config.json").read_text(encoding="utf-8"))
         decoder = config.get("added_tokens_decoder", {})
-        config["added_tokens_decoder"] = dict(list(decoder.items())[:4])
+        config["added_tokens_decoder"] = {str(renumbered[int(i)]): t for i, t in decoder.items()
+                                          if int(i) in renumbered}
         config.pop("chat_template", None)  # long, and no parser reads it
         write(out, "tokenizer_config", name,
               json.dumps(config).encode() + SEPARATOR + small.encode())
