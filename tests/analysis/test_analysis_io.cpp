@@ -136,6 +136,19 @@ TEST(AnalysisJson, MistypedFieldsAreNamedErrors) {
   expect(bad, "expected an object with \"format\"");
 }
 
+// The shape of the input fuzz_analysis_json found (10-minute run, 2026-12-02): "format"
+// given twice, the later one (which nlohmann keeps) an array; value("format", "") threw
+// nlohmann's type_error, which escaped read_analysis.
+TEST(AnalysisJson, FormatThatIsAnArrayIsANamedError) {
+  try {
+    oa::read_analysis(std::string(OAL_SOURCE_DIR) + "/tests/analysis/data/format_is_array.json");
+    ADD_FAILURE() << "no error";
+  } catch (const oal::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected an object with \"format\""), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(LayerGroups, GroupsEveryHeadAndSummarises) {
   oa::GroupingOptions o;
   o.alpha = 0.5;

@@ -112,11 +112,11 @@ LoadedRun read_run_json(const fs::path& dir, const nlohmann::json& j) {
   for (const auto& lj : j.at("layers")) {
     LayerMethods lm;
     lm.layer = io::json_int(lj.at("layer"), k_op, "calibration.json: layers[].layer");
+    auto size = [&](const char* key) {  // written when the run has a feature-map baseline
+      return io::json_int_or(lj, key, 0, k_op, fmt::format("calibration.json: layers[].{}", key));
+    };
     for (const auto& name : run.methods) {
       const attn::ModelKernels* k = name == "oal" ? &oal : name == "global" ? &global : nullptr;
-      auto size = [&](const char* key) {
-        return io::json_int_or(lj, key, 0, k_op, fmt::format("calibration.json: layers[].{}", key));
-      };
       attn::MethodShape shape{lm.layer, size("q_heads"), size("kv_heads"), size("head_dim")};
       if (k) {
         const auto& ks = k->layer(lm.layer);

@@ -35,7 +35,9 @@ nlohmann::json run_identity(nlohmann::json j) {
 // One partial run's calibration.json with its "shard" block read (integers checked).
 Part read_part(const fs::path& d) {
   const std::string file = (d / "calibration.json").string();
-  Part p{d, io::read_json_file(file, k_op, "a run of `oal calibrate --shard i/n`")};
+  Part p;
+  p.dir = d;
+  p.meta = io::read_json_file(file, k_op, "a run of `oal calibrate --shard i/n`");
   const nlohmann::json& j = p.meta;
   check(j.is_object() && j.value("format", nlohmann::json()) == "oal-calibration" &&
             io::json_int_or(j, "version", 0, k_op, file + ": 'version'") == 1,

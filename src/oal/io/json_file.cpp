@@ -29,17 +29,18 @@ std::string kind_of(const nlohmann::json& v) {
 
 }  // namespace
 
+// (The messages are built only on failure: these run once per integer of large files.)
 int64_t json_int(const nlohmann::json& v, std::string_view op, std::string_view what) {
-  check(v.is_number_integer(), op, "{} must be an integer, got {}", what, kind_of(v));
-  check(!v.is_number_unsigned() ||
-            v.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max()),
-        op, "{} must be an integer below 2^63, got {}", what, v.dump());
+  if (!v.is_number_integer()) fail(op, "{} must be an integer, got {}", what, kind_of(v));
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+    fail(op, "{} must be an integer below 2^63, got {}", what, v.dump());
   return v.get<int64_t>();
 }
 
 uint64_t json_uint(const nlohmann::json& v, std::string_view op, std::string_view what) {
-  check(v.is_number_unsigned(), op, "{} must be a non-negative integer, got {}", what,
-        v.is_number_integer() ? v.dump() : kind_of(v));
+  if (!v.is_number_unsigned())
+    fail(op, "{} must be a non-negative integer, got {}", what,
+         v.is_number_integer() ? v.dump() : kind_of(v));
   return v.get<uint64_t>();
 }
 
@@ -51,7 +52,7 @@ int64_t json_int_or(const nlohmann::json& obj, const char* key, int64_t fallback
 
 std::vector<int64_t> json_int_list(const nlohmann::json& v, std::string_view op,
                                    std::string_view what) {
-  check(v.is_array(), op, "{} must be a list of integers, got {}", what, kind_of(v));
+  if (!v.is_array()) fail(op, "{} must be a list of integers, got {}", what, kind_of(v));
   std::vector<int64_t> out;
   out.reserve(v.size());
   for (const auto& x : v) out.push_back(json_int(x, op, what));

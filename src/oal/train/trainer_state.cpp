@@ -16,15 +16,14 @@ const json& field(const json& j, const char* key, const std::string& where) {
 }
 
 double number(const json& v, const std::string& what) {
-  check(v.is_number(), k_op, "{} must be a number, got {}", what, v.dump());
+  if (!v.is_number()) fail(k_op, "{} must be a number, got {}", what, v.dump());
   return v.get<double>();
 }
 
-// A log row: an array of exactly `n` numbers, the first an integer step.
-const json& row(const json& r, size_t n, const std::string& what) {
-  check(r.is_array() && r.size() == n, k_op, "{}: each entry must be a list of {} numbers, got {}",
-        what, n, r.dump());
-  return r;
+// A log row must be an array of exactly `n` entries (read with operator[] after this).
+void check_row(const json& r, size_t n, const std::string& what) {
+  if (!r.is_array() || r.size() != n)
+    fail(k_op, "{}: each entry must be a list of {} numbers, got {}", what, n, r.dump());
 }
 
 }  // namespace
@@ -51,12 +50,12 @@ TrainerState trainer_state_from_json(const json& j, const std::string& where) {
   check(steps.is_array() && val.is_array(), k_op, "{}: history.steps and history.val must be lists",
         where);
   for (const json& r : steps) {
-    row(r, 4, steps_what);
+    check_row(r, 4, steps_what);
     s.steps_log.push_back({io::json_int(r[0], k_op, steps_what + " step"), number(r[1], steps_what),
                            number(r[2], steps_what), number(r[3], steps_what)});
   }
   for (const json& r : val) {
-    row(r, 2, val_what);
+    check_row(r, 2, val_what);
     s.val_log.push_back({io::json_int(r[0], k_op, val_what + " step"), number(r[1], val_what)});
   }
   s.best_step = io::json_int(field(j, "best_step", where), k_op, where + ": best_step");
