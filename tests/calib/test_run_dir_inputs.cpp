@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "common/temp_dir.h"
@@ -13,18 +14,24 @@
 
 namespace {
 
+// What `fn` threw: an oal::Error's message, "not an oal::Error: ..." for any other
+// exception, `success` when it returned.
+std::string outcome(const std::function<void()>& fn, const std::string& success) {
+  try {
+    fn();
+  } catch (const oal::Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("not an oal::Error: ") + e.what();
+  }
+  return success;
+}
+
 // read_run over a directory whose calibration.json is `text`; the error message.
 std::string read_run_error(const std::string& text) {
   const auto dir = oal::test::make_temp_dir("run_dir_inputs");
   oal::test::write_file(dir / "calibration.json", text);
-  std::string message = "no error";
-  try {
-    oal::calib::read_run(dir);
-  } catch (const oal::Error& e) {
-    message = e.what();
-  } catch (const std::exception& e) {
-    message = std::string("not an oal::Error: ") + e.what();
-  }
+  const std::string message = outcome([&] { oal::calib::read_run(dir); }, "no error");
   std::filesystem::remove_all(dir);
   return message;
 }
@@ -100,14 +107,8 @@ std::string merge_one(const std::string& text) {
   const auto dir = oal::test::make_temp_dir("run_merge_inputs");
   std::filesystem::create_directories(dir / "s0");
   oal::test::write_file(dir / "s0" / "calibration.json", text);
-  std::string message = "merged";
-  try {
-    oal::calib::merge_runs({dir / "s0"}, dir / "out");
-  } catch (const oal::Error& e) {
-    message = e.what();
-  } catch (const std::exception& e) {
-    message = std::string("not an oal::Error: ") + e.what();
-  }
+  const std::string message =
+      outcome([&] { oal::calib::merge_runs({dir / "s0"}, dir / "out"); }, "merged");
   std::filesystem::remove_all(dir);
   return message;
 }
