@@ -240,18 +240,14 @@ ConversionMarker read_marker(const std::string& path, const model::ModelWeights&
     if (!m.contains(key) || !m.at(key).is_string()) bad(fmt::format("has no string '{}'", key));
     return m.at(key).get<std::string>();
   };
-  check(string_field("format") == "oal-converted" && m.contains("version") &&
-            m.at("version").is_number_integer() && m.at("version").get<int64_t>() == 1,
+  const std::string where = path + ": config.json 'oal_conversion'";
+  check(string_field("format") == "oal-converted" &&
+            io::json_int_or(m, "version", 0, k_op, where + " version") == 1,
         k_op, "{}: 'oal_conversion' must be format oal-converted version 1", path);
   check(string_field("model_fingerprint") == model::model_fingerprint(weights), k_op,
         "{}: config.json does not match the model the conversion was made for", path);
-  ConversionMarker out{string_field("method"), {}};
-  if (!m.contains("layers") || !m.at("layers").is_array()) bad("has no array 'layers'");
-  for (const auto& l : m.at("layers")) {
-    if (!l.is_number_integer()) bad("has a layer that is not an integer");
-    out.layers.push_back(l.get<int64_t>());
-  }
-  return out;
+  if (!m.contains("layers")) bad("has no array 'layers'");
+  return {string_field("method"), io::json_int_list(m.at("layers"), k_op, where + " layers")};
 }
 
 }  // namespace

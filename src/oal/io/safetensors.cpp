@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "oal/core/error.h"
+#include "oal/io/json_file.h"
 #include "oal/io/atomic_file.h"
 #include "oal/io/mapped_file.h"
 
@@ -70,11 +71,9 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-// A non-negative JSON integer, or an error naming the field.
+// A non-negative JSON integer (io::json_uint), or an error naming the file and field.
 uint64_t json_u64(const nlohmann::json& v, const std::string& file, const std::string& what) {
-  check(v.is_number_unsigned(), k_op, "{}: {}: expected a non-negative integer, got {}", file,
-        what, v.dump());
-  return v.get<uint64_t>();
+  return json_uint(v, k_op, file + ": " + what);
 }
 
 SafetensorsEntry parse_entry(const std::string& name, const nlohmann::json& v,
