@@ -30,6 +30,10 @@ struct HfBpeSpec {
   std::optional<SplitPattern> split;         // Split pre-tokenizer, if any
   bool ignore_merges = false;                // model.ignore_merges: whole word in vocab wins
   std::string bos_token, eos_token;          // from tokenizer_config.json; empty if none
+  // Whether encode(text, add_bos = true) prepends BOS at all: false for GGUF files whose
+  // tokenizer.ggml.add_bos_token is false (SmolLM2: its BOS id is <|im_start|>, which
+  // llama.cpp and transformers never prepend).
+  bool add_bos = true;
 };
 
 // Parses tokenizer.json at `path` (and tokenizer_config.json beside it, if present,

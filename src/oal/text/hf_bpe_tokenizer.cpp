@@ -37,6 +37,7 @@ HfBpeTokenizer::HfBpeTokenizer(const HfBpeSpec& spec)
   add_tokens(spec);
   add_merges(spec);
   if (!spec.bos_token.empty()) bos_id_ = token_id(spec.bos_token).value_or(-1);
+  add_bos_ = spec.add_bos;
   if (!spec.eos_token.empty()) eos_id_ = token_id(spec.eos_token).value_or(-1);
 }
 
@@ -68,12 +69,16 @@ void HfBpeTokenizer::add_tokens(const HfBpeSpec& spec) {
     check(vocab_.emplace(tok, id).second, k_op, "model.vocab lists '{}' twice", tok);
     set(id, tok);
   }
+  // Printable ASCII must have byte tokens (else this is no byte-level vocabulary);
+  // other bytes may lack one (SmolLM2 has none for 21 control and never-UTF-8 bytes):
+  // encoding drops such a byte, as HF tokenizers (no unk, no byte fallback) and
+  // llama.cpp do.
   for (int b = 0; b < 256; ++b) {
     const std::string ch = bytes_to_byte_level(std::string(1, static_cast<char>(b)));
     const auto it = vocab_.find(ch);
-    check(it != vocab_.end(), k_op, "model.vocab has no token for byte 0x{:02X} ('{}'): not a byte-level vocabulary",
-          b, ch);
-    byte_ids_[b] = it->second;
+    check(it != vocab_.end() || b < 0x20 || b > 0x7e, k_op,
+          "model.vocab has no token for byte 0x{:02X} ('{}'): not a byte-level vocabulary", b, ch);
+    byte_ids_[b] = it != vocab_.end() ? it->second : -1;
   }
   added_ = spec.added_tokens;
   for (size_t i = 0; i < added_.size(); ++i) {
@@ -114,7 +119,7 @@ std::pair<size_t, int> HfBpeTokenizer::find_added(std::string_view text, size_t 
 
 std::vector<int32_t> HfBpeTokenizer::encode(std::string_view text, bool add_bos) const {
   std::vector<int32_t> out;
-  if (add_bos && bos_id_ >= 0) out.push_back(bos_id_);
+  if (add_bos && add_bos_ && bos_id_ >= 0) out.push_back(bos_id_);
   size_t pos = 0;
   while (pos < text.size()) {
     const auto [at, t] = find_added(text, pos);
@@ -169,12 +174,19 @@ void HfBpeTokenizer::bpe_piece(std::string_view piece, std::vector<int32_t>& out
   cache_.emplace(key, std::move(ids));
 }
 
+std::vector<int32_t> HfBpeTokenizer::byte_symbols(std::string_view piece) const {
+  std::vector<int32_t> symbols;
+  symbols.reserve(piece.size());
+  for (char c : piece)
+    if (const int32_t id = byte_ids_[static_cast<uint8_t>(c)]; id >= 0) symbols.push_back(id);
+  return symbols;
+}
+
 std::vector<int32_t> HfBpeTokenizer::bpe_piece_uncached(std::string_view piece) const {
   if (ignore_merges_) {
     if (const auto it = vocab_.find(bytes_to_byte_level(piece)); it != vocab_.end()) return {it->second};
   }
-  std::vector<int32_t> symbols(piece.size());
-  for (size_t i = 0; i < piece.size(); ++i) symbols[i] = byte_ids_[static_cast<uint8_t>(piece[i])];
+  std::vector<int32_t> symbols = byte_symbols(piece);
   merge_symbols(symbols, [&](int32_t a, int32_t b) -> Merge {
     const auto it = merges_.find(pair_key(a, b));
     if (it == merges_.end()) return {};
@@ -187,8 +199,7 @@ std::vector<int32_t> HfBpeTokenizer::bpe_piece_reference(std::string_view piece)
   if (ignore_merges_) {
     if (const auto it = vocab_.find(bytes_to_byte_level(piece)); it != vocab_.end()) return {it->second};
   }
-  std::vector<int32_t> symbols(piece.size());
-  for (size_t i = 0; i < piece.size(); ++i) symbols[i] = byte_ids_[static_cast<uint8_t>(piece[i])];
+  std::vector<int32_t> symbols = byte_symbols(piece);
   merge_symbols_reference(symbols, [&](int32_t a, int32_t b) -> Merge {
     const auto it = merges_.find(pair_key(a, b));
     if (it == merges_.end()) return {};

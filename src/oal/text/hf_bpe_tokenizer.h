@@ -52,6 +52,8 @@ class HfBpeTokenizer final : public Tokenizer {
   void encode_segment(std::string_view segment, std::vector<int32_t>& out) const;
   void bpe_piece(std::string_view piece, std::vector<int32_t>& out) const;
   std::vector<int32_t> bpe_piece_uncached(std::string_view piece) const;
+  // The byte tokens of `piece` (bytes without a token dropped), before merging.
+  std::vector<int32_t> byte_symbols(std::string_view piece) const;
   // Position and token index of the first added token in text[from, ...), leftmost
   // then longest; npos when none.
   std::pair<size_t, int> find_added(std::string_view text, size_t from) const;
@@ -61,12 +63,13 @@ class HfBpeTokenizer final : public Tokenizer {
   std::vector<std::string> token_strings_;           // id -> vocab string / added content
   std::vector<std::string> token_bytes_;             // id -> decoded bytes
   std::vector<bool> has_token_, special_;
-  std::array<int32_t, 256> byte_ids_{};              // id of each single byte's token
+  std::array<int32_t, 256> byte_ids_{};              // id of each single byte's token, -1: none
   std::vector<AddedToken> added_;
   std::array<std::vector<int>, 256> added_by_first_byte_;  // indices into added_, longest first
   bool nfc_ = false, ignore_merges_ = false;
   std::optional<SplitPattern> split_;
   int32_t bos_id_ = -1, eos_id_ = -1;
+  bool add_bos_ = true;  // HfBpeSpec::add_bos
 
   // Word cache: piece bytes -> ids. Pieces repeat a lot in natural text.
   mutable std::mutex cache_mutex_;

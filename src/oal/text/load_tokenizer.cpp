@@ -1,6 +1,8 @@
 #include <fstream>
 
 #include "oal/core/error.h"
+#include "oal/io/gguf.h"
+#include "oal/text/gguf_tokenizer.h"
 #include "oal/text/hf_bpe_tokenizer.h"
 #include "oal/text/llama2c_tokenizer.h"
 #include "oal/text/tokenizer.h"
@@ -30,12 +32,13 @@ bool looks_like_json(const std::filesystem::path& path) {
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& path) {
   check(std::filesystem::exists(path), k_op, "'{}' does not exist (expected tokenizer.json, a model directory "
-        "holding one, or a llama2.c tokenizer .bin)", path.string());
+        "holding one, a .gguf model file, or a llama2.c tokenizer .bin)", path.string());
   if (std::filesystem::is_directory(path)) {
     const auto json_path = path / "tokenizer.json";
     check(std::filesystem::is_regular_file(json_path), k_op, "directory '{}' has no tokenizer.json", path.string());
     return HfBpeTokenizer::load(json_path);
   }
+  if (io::is_gguf_file(path)) return load_gguf_tokenizer(path);
   if (looks_like_json(path)) return HfBpeTokenizer::load(path);
   return Llama2cTokenizer::load(path);
 }

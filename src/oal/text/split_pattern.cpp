@@ -14,6 +14,9 @@ constexpr std::string_view k_qwen2_regex =
 constexpr std::string_view k_llama3_regex =
     R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 
+constexpr std::string_view k_gpt2_regex =
+    R"re('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)re";
+
 // Per code point: its value, byte offset and character classes.
 struct Char {
   char32_t cp;
@@ -104,10 +107,69 @@ struct Matcher {
     return whitespace(i);
   }
 };
+
+// GPT-2's pattern over chars [.., n): n is the end of the text, or for smollm the next
+// digit (the stretch the regex sees after the digits were split off).
+struct Gpt2Matcher {
+  const std::vector<Char>& c;
+  size_t n;
+
+  size_t run(size_t i, bool (*pred)(const Char&)) const {
+    while (i < n && pred(c[i])) ++i;
+    return i;
+  }
+
+  // 's|'t|'re|'ve|'m|'ll|'d, lower case only.
+  size_t contraction(size_t i) const {
+    if (c[i].cp != '\'' || i + 1 >= n) return 0;
+    const char32_t a = c[i + 1].cp;
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+    if (i + 2 >= n) return 0;
+    const char32_t b = c[i + 2].cp;
+    if (((a == 'r' || a == 'v') && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+    return 0;
+  }
+
+  //  ?X+ for the class `pred`: an optional U+0020, then at least one X.
+  size_t spaced_run(size_t i, bool (*pred)(const Char&)) const {
+    const size_t j = (c[i].cp == ' ' && i + 1 < n) ? i + 1 : i;
+    return pred(c[j]) ? run(j, pred) : 0;
+  }
+
+  // \s+(?!\S) | \s+ : the run to the stretch's end, else the run minus its last char.
+  size_t whitespace(size_t i) const {
+    if (!c[i].space) return 0;
+    const size_t j = run(i, [](const Char& ch) { return ch.space; });
+    if (j == n || j - i < 2) return j;
+    return j - 1;
+  }
+
+  size_t match(size_t i) const {
+    if (size_t e = contraction(i)) return e;
+    if (size_t e = spaced_run(i, [](const Char& ch) { return ch.letter; })) return e;
+    if (size_t e = spaced_run(i, [](const Char& ch) { return ch.number; })) return e;
+    if (size_t e = spaced_run(i, [](const Char& ch) { return ch.other(); })) return e;
+    return whitespace(i);
+  }
+};
+
+// End of the regex's stretch starting at i: the next digit for smollm, else the end.
+size_t stretch_end(const std::vector<Char>& chars, size_t i, SplitPattern pattern) {
+  if (pattern != SplitPattern::smollm) return chars.size();
+  while (i < chars.size() && !chars[i].number) ++i;
+  return i;
+}
+
 }  // namespace
 
 std::string_view split_pattern_regex(SplitPattern pattern) {
-  return pattern == SplitPattern::qwen2 ? k_qwen2_regex : k_llama3_regex;
+  switch (pattern) {
+    case SplitPattern::qwen2: return k_qwen2_regex;
+    case SplitPattern::llama3: return k_llama3_regex;
+    case SplitPattern::gpt2:
+    case SplitPattern::smollm: return k_gpt2_regex;
+  }
+  return k_gpt2_regex;
 }
 
 SplitPattern split_pattern_from_regex(std::string_view regex) {
@@ -118,8 +180,27 @@ SplitPattern split_pattern_from_regex(std::string_view regex) {
        regex, k_qwen2_regex, k_llama3_regex);
 }
 
+namespace {
+std::vector<std::string_view> split_gpt2(std::string_view text, const std::vector<Char>& chars,
+                                         SplitPattern pattern) {
+  std::vector<std::string_view> pieces;
+  auto offset = [&](size_t i) { return i < chars.size() ? chars[i].offset : text.size(); };
+  size_t i = 0;
+  while (i < chars.size()) {
+    size_t e = i + 1;  // a digit is its own piece (smollm)
+    if (pattern != SplitPattern::smollm || !chars[i].number)
+      e = Gpt2Matcher{chars, stretch_end(chars, i, pattern)}.match(i);
+    pieces.push_back(text.substr(offset(i), offset(e) - offset(i)));
+    i = e;
+  }
+  return pieces;
+}
+}  // namespace
+
 std::vector<std::string_view> split_pretokens(std::string_view text, SplitPattern pattern) {
   const std::vector<Char> chars = classify(text);
+  if (pattern == SplitPattern::gpt2 || pattern == SplitPattern::smollm)
+    return split_gpt2(text, chars, pattern);
   const Matcher m{chars, chars.size(), pattern == SplitPattern::qwen2 ? size_t{1} : size_t{3}};
   std::vector<std::string_view> pieces;
   auto offset = [&](size_t i) { return i < chars.size() ? chars[i].offset : text.size(); };

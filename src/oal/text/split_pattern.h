@@ -14,9 +14,17 @@ enum class SplitPattern {
   qwen2,
   // the same with \p{N}{1,3} (digit runs of up to three)
   llama3,
+  // GPT-2's ByteLevel regex (case-sensitive contractions):
+  // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+  gpt2,
+  // SmolLM / StarCoder: every \p{N} character its own piece first (HF Digits with
+  // individual_digits; llama.cpp pre-tokenizer "smollm"), then gpt2 on the rest, each
+  // stretch between two digits on its own (a lookahead there sees the stretch's end).
+  smollm,
 };
 
-// The exact pattern string (as it appears in tokenizer.json after JSON unescaping).
+// The exact pattern string (as it appears in tokenizer.json after JSON unescaping;
+// smollm: the gpt2 pattern, which runs after the digits are split off).
 std::string_view split_pattern_regex(SplitPattern pattern);
 
 // Recognises `regex`; throws oal::Error naming the pattern when it is not supported.

@@ -3,6 +3,7 @@
 // picks the implementation from the file:
 //   * an HF tokenizer.json (byte-level BPE: Qwen2, Llama-3)  -> HfBpeTokenizer
 //   * a directory holding tokenizer.json (an HF model dir)     -> HfBpeTokenizer
+//   * a .gguf model file (tokenizer.ggml.* metadata)           -> HfBpeTokenizer
 //   * a llama2.c tokenizer .bin (e.g. tok512.bin)             -> Llama2cTokenizer
 // Token ids are int32; decoding returns raw bytes (UTF-8 when the ids cover whole
 // characters; a partial character's bytes are returned as they are).
@@ -24,7 +25,8 @@ class Tokenizer {
   virtual std::string kind() const = 0;
 
   // Token ids of `text`, with the BOS id first when add_bos and the tokenizer has one
-  // (without a BOS token, add_bos adds nothing). Empty text -> [] or [BOS].
+  // and adds it (without a BOS token, or for a GGUF file whose add_bos_token is false,
+  // add_bos adds nothing). Empty text -> [] or [BOS].
   virtual std::vector<int32_t> encode(std::string_view text, bool add_bos) const = 0;
 
   // Text of `ids` (ids in [0, vocab_size); an unknown id throws).
