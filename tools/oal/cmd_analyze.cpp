@@ -134,7 +134,7 @@ oal::cli::Registrar reg{
     "analyze", "Contribution scores, heterogeneity statistics and figures (paper Sec. 3, App. A)",
     [](CLI::App& app) {
       auto a = std::make_shared<AnalyzeArgs>();
-      app.add_option("--model", a->model, "HF model directory or llama2.c checkpoint")->required();
+      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")->required();
       app.add_option("--text", a->text, "Text file; blank-line separated paragraphs are prompts")
           ->required();
       app.add_option("--out", a->out, "Output directory")->required();

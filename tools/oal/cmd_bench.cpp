@@ -184,7 +184,7 @@ oal::cli::Registrar reg{
       app.add_option("--out-svg", a->out_svg, "Also write a Fig. 3-style SVG plot here");
       app.add_flag("--quiet", a->quiet, "No progress bar");
       app.add_option("--model", a->model,
-                     "Benchmark a whole model instead (HF directory, llama2.c .bin, or "
+                     "Benchmark a whole model instead (HF directory, .gguf file, llama2.c .bin, or "
                      "synthetic:qwen2.5-0.5b): prefill tokens/s and per-token decode latency "
                      "of the softmax model, all layers OAL and the hybrid; --n sets the "
                      "decode contexts");

@@ -103,7 +103,7 @@ oal::cli::Registrar reg{
     "calibrate", "Fit kernel parameters of OAL and the baselines against softmax (Eq. 20)",
     [](CLI::App& app) {
       auto a = std::make_shared<CalibrateArgs>();
-      app.add_option("--model", a->model, "HF model directory or llama2.c checkpoint")->required();
+      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")->required();
       app.add_option("--text", a->text, "Text file: one token stream cut into ctx-token blocks")
           ->required();
       app.add_option("--groups", a->groups, "Kernel JSON from `oal group` (needed for oal)");

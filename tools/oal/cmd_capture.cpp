@@ -68,7 +68,7 @@ oal::cli::Registrar reg{
     "capture", "Record q/k/v, head outputs, W_o and residuals of chosen layers to safetensors",
     [](CLI::App& app) {
       auto a = std::make_shared<CaptureArgs>();
-      app.add_option("--model", a->model, "HF model directory or llama2.c checkpoint")->required();
+      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")->required();
       app.add_option("--text", a->text, "Text file (one token stream, no BOS)")->required();
       app.add_option("--layers", a->layers, "Layers, e.g. 0,2,4-7")->required();
       app.add_option("--ctx", a->ctx, "Block length in tokens")->required();

@@ -40,7 +40,7 @@ oal::cli::Registrar reg{
     "convert", "Write a hybrid model directory: layers replaced by a calibrated method",
     [](CLI::App& app) {
       auto a = std::make_shared<ConvertArgs>();
-      app.add_option("--model", a->o.model, "Source model (HF dir or llama2.c .bin)")->required();
+      app.add_option("--model", a->o.model, "Source model (HF dir, .gguf file or llama2.c .bin)")->required();
       app.add_option("--calib", a->calib, "Calibration run directory (oal calibrate)");
       app.add_option("--method", a->o.method,
                      oal::attn::method_list(" | "))

@@ -39,7 +39,7 @@ oal::cli::Registrar reg{
     "detokenize", "Text of token ids (the inverse of tokenize)", [](CLI::App& app) {
       auto a = std::make_shared<DetokenizeArgs>();
       app.add_option("--tokenizer", a->tokenizer,
-                     "tokenizer.json, a model directory holding one, or a llama2.c "
+                     "tokenizer.json, a model directory holding one, a .gguf model, or a llama2.c "
                      "tokenizer .bin")
           ->required();
       auto* ids = app.add_option("--ids", a->ids,

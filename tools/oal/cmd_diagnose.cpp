@@ -77,7 +77,7 @@ oal::cli::Registrar reg{
     "diagnose", "Error concentration on high-contribution dimensions (Table 1)",
     [](CLI::App& app) {
       auto a = std::make_shared<DiagnoseArgs>();
-      app.add_option("--model", a->model, "HF model directory or llama2.c checkpoint")->required();
+      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")->required();
       app.add_option("--text", a->text, "Text file (evaluation blocks are used)")->required();
       app.add_option("--groups", a->groups, "Kernel JSON from `oal group` (bulk = group 0)")
           ->required();

@@ -52,7 +52,7 @@ oal::cli::Registrar reg{
     "fidelity", "Frozen-attention MSE/RelMSE of every calibrated method vs softmax (Table 2)",
     [](CLI::App& app) {
       auto a = std::make_shared<FidelityArgs>();
-      app.add_option("--model", a->model, "HF model directory or llama2.c checkpoint")->required();
+      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")->required();
       app.add_option("--text", a->text, "Text file (same stream as calibration)")->required();
       app.add_option("--calib", a->calib, "Run directory written by `oal calibrate`")->required();
       app.add_option("--layers", a->layers, "Layers to evaluate (default: all calibrated)");

@@ -97,7 +97,7 @@ oal::cli::Registrar reg{
     [](CLI::App& app) {
       auto a = std::make_shared<FinetuneArgs>();
       auto& o = a->o;
-      app.add_option("--model", o.convert.model, "Source model (HF dir or llama2.c .bin)")->required();
+      app.add_option("--model", o.convert.model, "Source model (HF dir, .gguf file or llama2.c .bin)")->required();
       app.add_option("--calib", a->calib, "Calibration run directory (oal calibrate); not needed for softmax");
       app.add_option("--method", o.convert.method,
                      oal::attn::method_list(" | "))

@@ -80,8 +80,8 @@ oal::cli::Registrar reg{
     "generate", "Continue a prompt (greedy, temperature, top-p), streaming to stdout",
     [](CLI::App& app) {
       auto a = std::make_shared<GenerateArgs>();
-      app.add_option("--model", a->model, "HF model directory or llama2.c checkpoint")->required();
-      app.add_option("--prompt", a->prompt, "Text to continue (BOS is added)")->required();
+      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")->required();
+      app.add_option("--prompt", a->prompt, "Text to continue (BOS first when the tokenizer adds one)")->required();
       app.add_option("-n,--n-predict", a->n, "Number of new tokens")->capture_default_str();
       app.add_option("--temp", a->temp, "Temperature (0 = greedy)")->capture_default_str();
       app.add_option("--top-p", a->top_p, "Nucleus sampling mass in (0, 1]")->capture_default_str();

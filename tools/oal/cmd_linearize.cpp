@@ -150,7 +150,7 @@ oal::cli::Registrar reg{
     "linearize", "analyze -> group -> calibrate -> fidelity in one run directory",
     [](CLI::App& app) {
       auto a = std::make_shared<LinearizeArgs>();
-      app.add_option("--model", a->model, "HF model directory or llama2.c checkpoint")->required();
+      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")->required();
       app.add_option("--text", a->text, "Text file: prompts (paragraphs) and the token stream")
           ->required();
       app.add_option("--ctx", a->ctx, "Block / prompt length in tokens")->capture_default_str();

@@ -48,7 +48,7 @@ oal::cli::Registrar reg{
     "tokenize", "Token ids of a text (and the piece each stands for)", [](CLI::App& app) {
       auto a = std::make_shared<TokenizeArgs>();
       app.add_option("--tokenizer", a->tokenizer,
-                     "tokenizer.json, a model directory holding one, or a llama2.c "
+                     "tokenizer.json, a model directory holding one, a .gguf model, or a llama2.c "
                      "tokenizer .bin")
           ->required();
       auto* text = app.add_option("--text", a->text, "The text");

@@ -17,6 +17,8 @@ std::filesystem::path find_tokenizer(const std::filesystem::path& model_path,
           explicit_path.string());
     return explicit_path;
   }
+  // A GGUF file carries its own tokenizer (tokenizer.ggml.* metadata).
+  if (fs::is_regular_file(model_path) && model_path.extension() == ".gguf") return model_path;
   const fs::path dir = fs::is_directory(model_path) ? model_path : model_path.parent_path();
   const fs::path base = dir.empty() ? fs::path(".") : dir;
   // A llama2.c checkpoint (a .bin file) prefers the llama2.c tokenizer files.

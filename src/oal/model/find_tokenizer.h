@@ -1,7 +1,8 @@
 #pragma once
 // Where the tokenizer of a checkpoint lives, the way users of llama.cpp / transformers
 // expect: an HF model directory (or a file inside it) uses its tokenizer.json; a
-// llama2.c checkpoint uses tok512.bin or tokenizer.bin in the same directory.
+// llama2.c checkpoint uses tok512.bin or tokenizer.bin in the same directory; a .gguf
+// file is its own tokenizer.
 #include <filesystem>
 #include <string>
 

@@ -7,6 +7,8 @@
 
 #include "oal/core/error.h"
 #include "oal/io/safetensors.h"
+#include "oal/io/gguf.h"
+#include "oal/model/gguf_model.h"
 #include "oal/model/hf_config.h"
 #include "oal/model/llama2c.h"
 #include "oal/model/weight_layout.h"
@@ -94,7 +96,7 @@ ModelWeights load_hf_dir(const fs::path& dir) {
 
 ModelWeights load_model(const std::string& path) {
   const fs::path p(path);
-  check(!path.empty(), k_op, "expected a model path (HF directory or llama2.c .bin file)");
+  check(!path.empty(), k_op, "expected a model path (HF directory, .gguf file or llama2.c .bin file)");
   check(fs::exists(p), k_op, "{}: no such file or directory", path);
   if (fs::is_directory(p)) return load_hf_dir(p);
   const auto name = p.filename().string();
@@ -103,6 +105,7 @@ ModelWeights load_model(const std::string& path) {
     const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
     return load_hf_dir(dir);
   }
+  if (ext == ".gguf" || io::is_gguf_file(p)) return load_gguf_model(p);
   return load_llama2c(p);
 }
 

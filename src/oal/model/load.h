@@ -5,6 +5,7 @@
 //   * an HF model directory: config.json + model.safetensors, or sharded files listed
 //     in model.safetensors.index.json ("weight_map": tensor name → file name);
 //   * a file inside such a directory (config.json or a .safetensors file);
+//   * a GGUF file (llama/qwen2; quantized tensors dequantized to fp32), see gguf_model.h;
 //   * a llama2.c legacy checkpoint (.bin), see llama2c.h.
 // Every tensor the config implies must be present with the implied shape and dtype
 // F32, BF16 or F16; unexpected tensors are errors, except rotary_emb.inv_freq buffers
