@@ -4,8 +4,15 @@
 
 namespace oal::eval {
 
-double continuation_logprob(const model::Transformer& model, const std::vector<int64_t>& context,
-                            const std::vector<int64_t>& continuation) {
+namespace {
+
+struct ContinuationLogits {
+  at::Tensor logits;   // [m, V] at the positions that predict the continuation
+  at::Tensor targets;  // [m] the continuation tokens
+};
+
+ContinuationLogits continuation_logits(const model::Transformer& model, const std::vector<int64_t>& context,
+                                       const std::vector<int64_t>& continuation) {
   check(!context.empty() && !continuation.empty(), "mc_score",
         "context and continuation must be non-empty (got {} and {} tokens)", context.size(),
         continuation.size());
@@ -25,9 +32,22 @@ double continuation_logprob(const model::Transformer& model, const std::vector<i
   const int64_t first = int64_t(context.size()) - 1;
   const int64_t m = int64_t(continuation.size());
   const at::Tensor h = model.hidden_states(input).narrow(1, first, m);
-  const at::Tensor logp = at::log_softmax(model.logits(h).squeeze(0), -1);  // [m, V]
-  const at::Tensor targets = all.narrow(0, int64_t(context.size()), m).unsqueeze(1);
-  return logp.gather(1, targets).to(at::kDouble).sum().item<double>();
+  return {model.logits(h).squeeze(0), all.narrow(0, int64_t(context.size()), m)};
+}
+
+}  // namespace
+
+double continuation_logprob(const model::Transformer& model, const std::vector<int64_t>& context,
+                            const std::vector<int64_t>& continuation) {
+  const ContinuationLogits c = continuation_logits(model, context, continuation);
+  const at::Tensor logp = at::log_softmax(c.logits, -1);  // [m, V]
+  return logp.gather(1, c.targets.unsqueeze(1)).to(at::kDouble).sum().item<double>();
+}
+
+bool continuation_is_greedy(const model::Transformer& model, const std::vector<int64_t>& context,
+                            const std::vector<int64_t>& continuation) {
+  const ContinuationLogits c = continuation_logits(model, context, continuation);
+  return c.logits.argmax(-1).equal(c.targets);
 }
 
 }  // namespace oal::eval

@@ -15,4 +15,10 @@ namespace oal::eval {
 double continuation_logprob(const model::Transformer& model, const std::vector<int64_t>& context,
                             const std::vector<int64_t>& continuation);
 
+// Whether the model's argmax at every continuation position is that continuation
+// token, i.e. greedy decoding after `context` would produce `continuation` (same forward
+// and checks as above; used by the passkey task).
+bool continuation_is_greedy(const model::Transformer& model, const std::vector<int64_t>& context,
+                            const std::vector<int64_t>& continuation);
+
 }  // namespace oal::eval
