@@ -1,7 +1,7 @@
 // Writes fuzz seeds with the project's own writers, so every seed is a file the CLI
 // really produces: kernel JSON, analysis.json, a calibration run directory, a
-// fine-tuning checkpoint and plain and converted model directories (a tiny synthetic
-// model). Multi-file seeds are packed into the part format of fuzz_input.h.
+// fine-tuning checkpoint, plain and converted model directories and GGUF files (a tiny
+// synthetic model). Multi-file seeds are packed into the part format of fuzz_input.h.
 //   fuzz_seed_writer OUT_DIR   ->   OUT_DIR/<target>/<seed>
 #include <ATen/ATen.h>
 
@@ -16,7 +16,10 @@
 #include "oal/attention/registry.h"
 #include "oal/calib/run_dir.h"
 #include "oal/convert/convert.h"
+#include "oal/io/gguf_quants.h"
 #include "oal/io/safetensors.h"
+#include "oal/model/gguf_export.h"
+#include "oal/text/gguf_tokenizer.h"
 #include "oal/model/hybrid.h"
 #include "oal/model/synthetic.h"
 #include "oal/train/checkpoint.h"
@@ -161,6 +164,13 @@ void write_model_seeds(const fs::path& out, const fs::path& scratch, const fs::p
     fs::create_directories(out / "hf_config");
     fs::copy_file(dir / "config.json", out / "hf_config" / (name + ".json"),
                   fs::copy_options::overwrite_existing);
+    // The same model as GGUF (F32 llama with llama.cpp's Q/K order, F16 qwen2) with the
+    // synthetic tokenizer as tokenizer.ggml.* metadata.
+    fs::create_directories(out / "gguf");
+    const auto tokenizer = oal::text::gguf_tokenizer_metadata(oal::text::parse_tokenizer_json(dir / "tokenizer.json"));
+    const auto type = arch == SyntheticArch::llama ? oal::io::GgmlType::F32 : oal::io::GgmlType::F16;
+    oal::model::write_gguf_model(out / "gguf" / (name + ".gguf"), oal::model::make_synthetic_weights(opts),
+                                 static_cast<uint32_t>(type), tokenizer);
     fs::create_directories(out / "safetensors");
     fs::copy_file(dir / "model.safetensors", out / "safetensors" / (name + ".safetensors"),
                   fs::copy_options::overwrite_existing);

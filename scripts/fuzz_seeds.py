@@ -19,6 +19,7 @@ Usage: fuzz_seeds.py --out DIR --seed-writer BUILD/fuzz/fuzz_seed_writer [--shar
 import argparse
 import json
 import os
+import random
 import struct
 import subprocess
 import sys
@@ -165,6 +166,38 @@ def eval_jsonl_seeds(out):
         write(out, "eval_jsonl", f.stem, bytes([task]) + f.read_bytes())
 
 
+def gguf_string(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf_seeds(out):
+    """A GGUF file with one tensor of every block type the dequantizer knows (random
+    bytes: fp16 scales may be NaN, which only the values see) and every metadata value
+    type, nested arrays included; the seed writer adds whole tiny models."""
+    # (ggml type id, block elements, block bytes): F32 F16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0
+    # Q2_K Q3_K Q4_K Q5_K Q6_K BF16
+    types = [(0, 1, 4), (1, 1, 2), (2, 32, 18), (3, 32, 20), (6, 32, 22), (7, 32, 24), (8, 32, 34),
+             (10, 256, 84), (11, 256, 110), (12, 256, 144), (13, 256, 176), (14, 256, 210), (30, 1, 2)]
+    kv = [("general.architecture", 8, gguf_string("llama")),
+          ("u8", 0, b"\x07"), ("i16", 3, struct.pack("<h", -3)), ("f64", 12, struct.pack("<d", 0.5)),
+          ("flag", 7, b"\x01"), ("i64", 11, struct.pack("<q", -1)),
+          ("words", 9, struct.pack("<IQ", 8, 2) + gguf_string("a") + gguf_string("b c")),
+          ("nested", 9, struct.pack("<IQ", 9, 1) + struct.pack("<IQ", 5, 2) + struct.pack("<ii", 1, 2))]
+    body = b"GGUF" + struct.pack("<IQQ", 3, len(types), len(kv))
+    for key, t, value in kv:
+        body += gguf_string(key) + struct.pack("<I", t) + value
+    offset, blobs, rng = 0, [], random.Random(7)
+    for t, block, nbytes in types:
+        n = 256 if block == 256 else 64
+        raw = bytes(rng.getrandbits(8) for _ in range(n // block * nbytes))
+        body += gguf_string(f"t{t}") + struct.pack("<IQIQ", 1, n, t, offset)
+        blobs.append(raw + b"\0" * (-len(raw) % 32))
+        offset += len(blobs[-1])
+    body += b"\0" * (-len(body) % 32)
+    write(out, "gguf", "every-type.gguf", body + b"".join(blobs))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path)
@@ -177,6 +210,7 @@ def main():
     safetensors_seeds(a.out)
     hf_config_seeds(a.out)
     eval_jsonl_seeds(a.out)
+    gguf_seeds(a.out)
     shared_used = [llama2c_model_seeds(a.out, a.shared), official_kernel_seed(a.out, a.shared)]
     shared_used += tokenizer_seeds(a.out, a.shared)
     if not (a.shared / "tok512.bin").exists():
