@@ -29,18 +29,13 @@ void run(const GroupArgs& a) {
     oal::cli::ProgressBar bar("group", !a.quiet);
     groups = oa::group_analysis(r, a.options, a.budget, bar.fn());
   }
-  oal::attn::ModelKernels kernels;
-  kernels.head_dim = r.head_dim;
-  for (const auto& l : groups) kernels.layers[l.layer] = oa::taylor_kernels(l, a.kernel_eps);
-  nlohmann::json summary = oa::groups_summary_json(groups, a.options, a.budget);
-  kernels.meta = {{"source", "oal group"},
-                  {"model", r.model},
-                  {"analysis", a.analysis},
-                  {"init", "taylor: 1 + s + s^2/2 embedded into the groups"},
-                  {"grouping", summary}};
-  kernels.meta["grouping"].erase("layers");
-  oal::attn::write_kernels(a.out, kernels);
+  const nlohmann::json meta = {{"source", "oal group"},
+                               {"model", r.model},
+                               {"analysis", a.analysis},
+                               {"init", "taylor: 1 + s + s^2/2 embedded into the groups"}};
+  oal::attn::write_kernels(a.out, oa::grouped_kernels(groups, r.head_dim, a.options, a.budget, meta, a.kernel_eps));
   if (a.json) {
+    nlohmann::json summary = oa::groups_summary_json(groups, a.options, a.budget);
     summary["out"] = a.out;
     fmt::print("{}\n", summary.dump(2));
     return;

@@ -4,20 +4,18 @@
 
 #include <cstdlib>
 
+#include <optional>
+
 #include "calib_options.h"
 #include "command.h"
-#include "launch.h"
-#include "oal/dist/world.h"
 #include "grouping_options.h"
-#include "oal/attention/registry.h"
-#include "oal/analysis/analysis_json.h"
-#include "oal/analysis/analyze.h"
+#include "launch.h"
+#include "oal/analysis/chi_statistic.h"
 #include "oal/analysis/layer_groups.h"
-#include "oal/attention/kernel_json.h"
-#include "oal/calib/pipeline.h"
-#include "oal/calib/run_dir.h"
-#include "oal/eval/fidelity_run.h"
-#include "oal/io/atomic_file.h"
+#include "oal/attention/registry.h"
+#include "oal/dist/world.h"
+#include "oal/eval/fidelity.h"
+#include "oal/linearize/pipeline.h"
 #include "oal/model/fingerprint.h"
 #include "oal/model/find_tokenizer.h"
 #include "oal/model/load.h"
@@ -48,102 +46,43 @@ void run(LinearizeArgs a) {
   oal::cli::exit_if_fault_injected(world->rank());
   const bool root = world->rank() == 0;
   if (!root) a.quiet = true;
-  const std::filesystem::path dir(a.out);
-  if (root) std::filesystem::create_directories(dir);
   auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
   const std::string text = oal::text::read_text_file(a.text);
   const std::vector<int32_t> stream = tok->encode(text, false);
-  std::string fingerprint;
+  std::optional<std::string> prompt_text;
+  if (!a.prompt_text.empty()) prompt_text = oal::text::read_text_file(a.prompt_text);
+  const oal::linearize::Splits splits = oal::linearize::make_splits(text, *tok, a.ctx, a.split.parse(), prompt_text);
+  oal::linearize::PipelineOptions o;
   const oal::model::Transformer model = [&] {
     const oal::model::ModelWeights w = oal::model::load_model(a.model);
-    fingerprint = oal::model::model_fingerprint(w);
+    o.fingerprint = oal::model::model_fingerprint(w);
     return oal::model::Transformer(w);
   }();
-  const std::vector<int64_t> layers = oal::cli::parse_layers(a.layers);
-
-  // 1. Contribution analysis on grouping prompts disjoint from the blocks: a separate
-  // prompt file, or the text's paragraphs after the blocks the split uses.
-  oa::PromptOptions po;
-  po.calibration = a.prompts;
-  po.ctx = a.ctx;
-  const oal::calib::BlockSplit split = a.split.parse();
-  const std::vector<std::string> paragraphs =
-      a.prompt_text.empty()
-          ? oa::paragraphs_after_tokens(oal::text::split_paragraphs(text), *tok,
-                                        split.blocks_needed() * a.ctx)
-          : oal::text::split_paragraphs(oal::text::read_text_file(a.prompt_text));
-  const oa::PromptSet prompts = oa::make_prompt_set(paragraphs, *tok, po);
-  oa::AnalysisResult analysis;
-  {
-    oal::cli::ProgressBar bar("analyze", !a.quiet);
-    oa::AnalyzeOptions ao;
-    ao.layers = layers;
-    ao.chi = a.grouping.chi;
-    ao.progress = bar.fn();
-    analysis = oa::analyze_model(model, prompts, ao);
-  }
-  analysis.model = a.model;
-  if (root) oa::write_analysis(dir / "analysis.json", analysis);
-  // 2. Grouping.
-  std::vector<oa::LayerGroups> grouped;
-  {
-    oal::cli::ProgressBar bar("group", !a.quiet);
-    grouped = oa::group_analysis(analysis, a.grouping, 0, bar.fn());
-  }
-  oal::attn::ModelKernels groups;
-  groups.head_dim = analysis.head_dim;
-  for (const auto& l : grouped) groups.layers[l.layer] = oa::taylor_kernels(l);
-  groups.meta = {{"source", "oal linearize"},
-                 {"model", a.model},
-                 {"grouping", oa::groups_summary_json(grouped, a.grouping, 0)}};
-  groups.meta["grouping"].erase("layers");
-  if (root) oal::attn::write_kernels(dir / "groups.json", groups);
-  // 3. Calibration.
-  oal::calib::ModelCalibrationOptions co;
-  co.ctx = a.ctx;
-  co.layers = layers;
-  co.split = split;
-  co.calibration = a.options;
-  co.calibration.methods = oal::cli::split_names(a.methods);
-  co.calibration.world = world;
-  oal::calib::CalibrationResult calibrated;
-  {
-    oal::cli::ProgressBar cap("capture", !a.quiet), bar("calibrate", !a.quiet);
-    co.capture_progress = cap.fn();
-    co.calibration.progress = bar.fn();
-    calibrated = oal::calib::calibrate_model(model, stream, &groups, co);
-  }
+  o.model_name = a.model;
+  o.text_name = a.text;
+  o.layers = oal::cli::parse_layers(a.layers);
+  o.prompts = a.prompts;
+  o.grouping = a.grouping;
+  o.calibration = a.options;
+  o.calibration.methods = oal::cli::split_names(a.methods);
+  o.calibration.world = world;
+  o.write = root;
+  oal::cli::ProgressBar analyze("analyze", !a.quiet), group("group", !a.quiet), capture("capture", !a.quiet),
+      calibrate("calibrate", !a.quiet), fcapture("capture", !a.quiet), fidelity("fidelity", !a.quiet);
+  const auto r = oal::linearize::run_pipeline(
+      model, stream, *tok, splits, o, a.out,
+      {analyze.fn(), group.fn(), capture.fn(), calibrate.fn(), fcapture.fn(), fidelity.fn()});
   if (!root) return;
-  oal::calib::write_run(dir, calibrated, co.calibration, {a.model, a.text, a.ctx, co.split, fingerprint});
-  // 4. Fidelity on the held-out blocks.
-  oal::eval::FidelityResult fid;
-  {
-    oal::cli::ProgressBar cap("capture", !a.quiet), bar("fidelity", !a.quiet);
-    fid = oal::eval::evaluate_run(model, stream, a.ctx, co.split, calibrated.layers, layers, {},
-                                  cap.fn(), bar.fn());
-  }
-  nlohmann::json j = oal::eval::fidelity_json(fid);
-  j["model"] = a.model;
-  j["chi_statistic"] = oa::chi_statistic_name(a.grouping.chi);
-  j["text"] = a.text;
-  const std::string prompts_note =
-      a.prompt_text.empty()
-          ? fmt::format("paragraphs of --text after the first {} tokens (blocks 0..{})",
-                        split.blocks_needed() * a.ctx, split.blocks_needed() - 1)
-          : a.prompt_text;
-  j["grouping_prompts"] = prompts_note;
-  j["ctx"] = a.ctx;
-  oal::io::write_file_atomic(dir / "fidelity.json", j.dump(2) + "\n");
   if (a.json) {
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", r.fidelity_json.dump(2));
     return;
   }
-  fmt::print("grouping prompts: {}\ncontribution statistic: {}\n{}", prompts_note,
-             oa::chi_statistic_name(a.grouping.chi), oa::groups_summary_table(grouped));
-  fmt::print("\nFrozen-attention fidelity: {} sequences x {} tokens\n{}", fid.sequences,
-             fid.tokens_per_sequence, oal::eval::fidelity_table(fid));
+  fmt::print("grouping prompts: {}\ncontribution statistic: {}\n{}", splits.grouping_source,
+             oa::chi_statistic_name(a.grouping.chi), oa::groups_summary_table(r.grouped));
+  fmt::print("\nFrozen-attention fidelity: {} sequences x {} tokens\n{}", r.fidelity.sequences,
+             r.fidelity.tokens_per_sequence, oal::eval::fidelity_table(r.fidelity));
   fmt::print("wrote {} (analysis.json, groups.json, calibration.json, kernels-*.json, "
-             "baselines.safetensors, fidelity.json)\n", dir.string());
+             "baselines.safetensors, fidelity.json)\n", a.out);
 }
 
 oal::cli::Registrar reg{

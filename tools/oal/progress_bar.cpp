@@ -59,6 +59,8 @@ void ProgressBar::update(int64_t done, int64_t total, std::string_view what,
   done_ = done, total_ = total, what_ = what, detail_ = detail;
   pending_ = true;
   const auto now = std::chrono::steady_clock::now();
+  // Rates count from the first update: a bar may be made long before its step starts.
+  if (!started_) start_ = last_draw_ = now, started_ = true;
   if (done >= total) {
     finish();
   } else if (now - last_draw_ >= (tty_ ? k_redraw_interval : k_log_interval)) {

@@ -40,6 +40,7 @@ class ProgressBar {
   bool tty_;
   bool finished_ = false;
   bool pending_ = false;
+  bool started_ = false;
   int64_t done_ = 0, total_ = 0;
   std::string what_, detail_;
   std::chrono::steady_clock::time_point start_, last_draw_;

@@ -132,4 +132,16 @@ std::string groups_summary_table(const std::vector<LayerGroups>& layers) {
   return s + "\n";
 }
 
+attn::ModelKernels grouped_kernels(const std::vector<LayerGroups>& layers, int64_t head_dim,
+                                   const GroupingOptions& options, int64_t budget, nlohmann::json meta,
+                                   double eps) {
+  attn::ModelKernels kernels;
+  kernels.head_dim = head_dim;
+  for (const auto& l : layers) kernels.layers[l.layer] = taylor_kernels(l, eps);
+  meta["grouping"] = groups_summary_json(layers, options, budget);
+  meta["grouping"].erase("layers");
+  kernels.meta = std::move(meta);
+  return kernels;
+}
+
 }  // namespace oal::analysis

@@ -9,6 +9,7 @@
 
 #include "oal/analysis/analyze.h"
 #include "oal/analysis/grouping.h"
+#include "oal/attention/kernel_json.h"
 #include "oal/attention/quadratic.h"
 #include "oal/core/progress.h"
 
@@ -32,6 +33,13 @@ std::vector<LayerGroups> group_analysis(const AnalysisResult& analysis,
 // per head, so coefficient fitting can start from them.
 std::vector<attn::QuadraticKernel> taylor_kernels(const LayerGroups& layer,
                                                   double eps = attn::k_default_eps);
+
+// Every layer's Taylor-initialised kernels as one kernel file's content: head_dim, layers,
+// `meta` plus meta["grouping"] = groups_summary_json without its per-layer part (the
+// layers themselves hold the groups). What `oal group` and `oal linearize` write.
+attn::ModelKernels grouped_kernels(const std::vector<LayerGroups>& layers, int64_t head_dim,
+                                   const GroupingOptions& options, int64_t budget, nlohmann::json meta,
+                                   double eps = attn::k_default_eps);
 
 // Machine-readable summary: the options (with "chi_statistic"); per layer/head the group count, natural-cut count, groups
 // (dims), outlier dims (all non-bulk dims) and candidate cuts (k, ρ, S, natural, chosen).

@@ -1,0 +1,74 @@
+#include "oal/linearize/pipeline.h"
+
+#include "oal/analysis/analysis_json.h"
+#include "oal/analysis/chi_statistic.h"
+#include "oal/attention/kernel_json.h"
+#include "oal/calib/pipeline.h"
+#include "oal/calib/run_dir.h"
+#include "oal/eval/fidelity_run.h"
+#include "oal/io/atomic_file.h"
+
+namespace oal::linearize {
+namespace {
+
+analysis::AnalysisResult analyze_step(const model::Transformer& model, const text::Tokenizer& tokenizer,
+                                      const Splits& splits, const PipelineOptions& o, const ProgressFn& progress) {
+  analysis::PromptOptions po;
+  po.calibration = o.prompts;
+  po.ctx = splits.ctx;
+  const analysis::PromptSet prompts = analysis::make_prompt_set(splits.grouping_paragraphs, tokenizer, po);
+  analysis::AnalyzeOptions ao;
+  ao.layers = o.layers;
+  ao.chi = o.grouping.chi;
+  ao.progress = progress;
+  analysis::AnalysisResult r = analysis::analyze_model(model, prompts, ao);
+  r.model = o.model_name;
+  return r;
+}
+
+nlohmann::json fidelity_record(const eval::FidelityResult& f, const Splits& splits, const PipelineOptions& o) {
+  nlohmann::json j = eval::fidelity_json(f);
+  j["model"] = o.model_name;
+  j["chi_statistic"] = analysis::chi_statistic_name(o.grouping.chi);
+  j["text"] = o.text_name;
+  j["grouping_prompts"] = splits.grouping_source;
+  j["ctx"] = splits.ctx;
+  return j;
+}
+
+}  // namespace
+
+PipelineResult run_pipeline(const model::Transformer& model, const std::vector<int32_t>& stream,
+                            const text::Tokenizer& tokenizer, const Splits& splits,
+                            const PipelineOptions& o, const std::filesystem::path& dir,
+                            const PipelineProgress& progress) {
+  if (o.write) std::filesystem::create_directories(dir);
+  PipelineResult r;
+  // 1. Contribution scores on the grouping prompts.
+  r.analysis = analyze_step(model, tokenizer, splits, o, progress.analyze);
+  if (o.write) analysis::write_analysis(dir / "analysis.json", r.analysis);
+  // 2. Grouping, as Taylor-initialised kernels.
+  r.grouped = analysis::group_analysis(r.analysis, o.grouping, 0, progress.group);
+  r.groups = analysis::grouped_kernels(r.grouped, r.analysis.head_dim, o.grouping, 0,
+                                       {{"source", "oal linearize"}, {"model", o.model_name}});
+  if (o.write) attn::write_kernels(dir / "groups.json", r.groups);
+  // 3. Coefficient fitting of every method on the train / val blocks.
+  calib::ModelCalibrationOptions co;
+  co.ctx = splits.ctx;
+  co.layers = o.layers;
+  co.split = splits.blocks;
+  co.calibration = o.calibration;
+  co.calibration.progress = progress.calibrate;
+  co.capture_progress = progress.capture;
+  r.calibration = calib::calibrate_model(model, stream, &r.groups, co);
+  if (!o.write) return r;
+  calib::write_run(dir, r.calibration, co.calibration, {o.model_name, o.text_name, splits.ctx, splits.blocks, o.fingerprint});
+  // 4. Frozen-attention fidelity on the eval blocks.
+  r.fidelity = eval::evaluate_run(model, stream, splits.ctx, splits.blocks, r.calibration.layers, o.layers, {},
+                                  progress.fidelity_capture, progress.fidelity);
+  r.fidelity_json = fidelity_record(r.fidelity, splits, o);
+  io::write_file_atomic(dir / "fidelity.json", r.fidelity_json.dump(2) + "\n");
+  return r;
+}
+
+}  // namespace oal::linearize
