@@ -96,13 +96,14 @@ TEST(CliAnalysis, BadInputExitsWithAClearError) {
   {
     std::ofstream(dir / "empty.txt") << "\n\n  \n";
   }
-  Result empty = run_oal(base + "--text '" + (dir / "empty.txt").string() + "'", dir);
+  // (--after-tokens 0: these tiny texts have no room for the default 26 x ctx tokens.)
+  Result empty = run_oal(base + "--after-tokens 0 --text '" + (dir / "empty.txt").string() + "'", dir);
   EXPECT_EQ(empty.status, 1);
   EXPECT_NE(empty.err.find("no paragraphs"), std::string::npos) << empty.err;
   {
     std::ofstream(dir / "three.txt") << "One day.\n\nTwo days.\n\nThree days.\n";
   }
-  Result few = run_oal(base + "--text '" + (dir / "three.txt").string() + "' --prompts 5", dir);
+  Result few = run_oal(base + "--after-tokens 0 --text '" + (dir / "three.txt").string() + "' --prompts 5", dir);
   EXPECT_EQ(few.status, 1);
   EXPECT_NE(few.err.find("the text has 3 paragraphs"), std::string::npos) << few.err;
   Result layer = run_oal(base + "--text '" + text.string() + "' --layers 7", dir);
@@ -111,6 +112,10 @@ TEST(CliAnalysis, BadInputExitsWithAClearError) {
   Result alpha = run_oal(base + "--text '" + text.string() + "' --alpha 1.5", dir);
   EXPECT_EQ(alpha.status, 1);
   EXPECT_NE(alpha.err.find("alpha = 1.5"), std::string::npos) << alpha.err;
+  // By default the prompts start after calibrate's 26 x ctx tokens, which a tiny text lacks.
+  Result tiny = run_oal(base + "--text '" + (dir / "three.txt").string() + "'", dir);
+  EXPECT_EQ(tiny.status, 1);
+  EXPECT_NE(tiny.err.find("within the first 6656 tokens"), std::string::npos) << tiny.err;
   // --after-tokens beyond the text: no prompt is left, said so.
   Result after = run_oal(base + "--text '" + text.string() + "' --after-tokens 100000000", dir);
   EXPECT_EQ(after.status, 1);

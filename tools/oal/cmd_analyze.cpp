@@ -3,12 +3,14 @@
 #include <fmt/core.h>
 
 #include <filesystem>
+#include <limits>
 
 #include "command.h"
 #include "grouping_options.h"
 #include "oal/analysis/analysis_json.h"
 #include "oal/analysis/figures.h"
 #include "oal/analysis/layer_groups.h"
+#include "oal/calib/block_split.h"
 #include "oal/core/error.h"
 #include "oal/core/ranges.h"
 #include "oal/io/atomic_file.h"
@@ -26,7 +28,9 @@ struct AnalyzeArgs {
   std::string model, text, tokenizer, layers, out;
   oa::PromptOptions prompts;
   int64_t top_k = 5;
-  int64_t after_tokens = 0;  // skip the paragraphs within the text's first N tokens
+  // Skip the paragraphs within the text's first N tokens; -1 (default): the blocks of
+  // calibrate's default split (26 × ctx), so the prompts never overlap them.
+  int64_t after_tokens = -1;
   oa::GroupingOptions grouping;
   bool json = false, quiet = false;
 };
@@ -97,7 +101,8 @@ void run(const AnalyzeArgs& a) {
   o.chi = a.grouping.chi;
   oa::validate(a.grouping);
   auto paragraphs = oal::text::split_paragraphs(oal::text::read_text_file(a.text));
-  if (a.after_tokens > 0) paragraphs = oa::paragraphs_after_tokens(paragraphs, *tok, a.after_tokens);
+  const int64_t after = a.after_tokens >= 0 ? a.after_tokens : oal::calib::BlockSplit{}.blocks_needed() * a.prompts.ctx;
+  if (after > 0) paragraphs = oa::paragraphs_after_tokens(paragraphs, *tok, after);
   const oa::PromptSet prompts = oa::make_prompt_set(paragraphs, *tok, a.prompts);
 
   oa::AnalysisResult r;
@@ -149,10 +154,9 @@ oal::cli::Registrar reg{
           ->capture_default_str();
       app.add_option("--after-tokens", a->after_tokens,
                      "Prompts only from the paragraphs after the text's first N tokens, so they "
-                     "stay disjoint from blocks cut from the same text (e.g. 26 x ctx for "
-                     "oal calibrate's default split); 0 = from the start")
-          ->check(CLI::NonNegativeNumber)
-          ->capture_default_str();
+                     "stay disjoint from blocks cut from the same text; default: 26 x ctx, the "
+                     "blocks of oal calibrate's default split; 0 = from the start")
+          ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
       app.add_option("--top-k", a->top_k, "k of the top-k share and overlap")->capture_default_str();
       oal::cli::add_grouping_options(app, a->grouping);
       app.add_flag("--json", a->json, "Machine-readable summary on stdout");

@@ -259,8 +259,9 @@ std::unique_ptr<model::Transformer> load_transformer(const std::string& path,
   auto t = std::make_unique<model::Transformer>(weights, options);
   if (!is_converted_dir(path)) return t;
   const ConversionMarker marker = read_marker(path, weights);
+  // A converted directory stores the methods as they are to be used: take them all.
   auto methods = methods_from_calibration(fs::path(path) / k_attention_dir, weights,
-                                          marker.method, marker.layers, false);
+                                          marker.method, marker.layers, false, KernelInit::calibrated);
   model::apply_hybrid(*t, methods);
   return t;
 }

@@ -55,7 +55,7 @@ bool starts_from_calibration(const std::string& method, KernelInit init);
 std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> methods_from_calibration(
     const std::filesystem::path& calib_dir, const model::ModelWeights& weights,
     const std::string& method, const std::vector<int64_t>& layers, bool trainable,
-    KernelInit init = KernelInit::calibrated);
+    KernelInit init = KernelInit::initial);
 
 // Trainable kernel tensors of the model's layers, named "attention.layers.<l>.<j>" (j the
 // index in the method's parameters()); only tensors with requires_grad.

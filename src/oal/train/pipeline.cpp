@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include "oal/core/error.h"
@@ -18,6 +20,18 @@
 namespace oal::train {
 namespace fs = std::filesystem;
 namespace {
+
+// Validation blocks cut from the training text must not be trained on: the same file
+// with overlapping block ranges is refused (the default "all" / ":32" on one file is).
+void check_disjoint_blocks(const FinetuneRunOptions& o) {
+  std::error_code ec;
+  if (!fs::equivalent(o.train_text, o.val_text, ec)) return;
+  const text::BlockRange t = text::parse_block_range(o.train_blocks), v = text::parse_block_range(o.val_blocks);
+  auto end = [](const text::BlockRange& r) { return r.end < 0 ? std::numeric_limits<int64_t>::max() : r.end; };
+  check(end(t) <= v.begin || end(v) <= t.begin, "finetune",
+        "--train and --val are the same file and the blocks overlap (train '{}', val '{}'): give disjoint "
+        "ranges, e.g. --val-blocks 26:58 --train-blocks 58:", o.train_blocks, o.val_blocks);
+}
 
 constexpr const char* k_op = "finetune";
 
@@ -58,6 +72,7 @@ FinetuneRunResult run_finetune(const FinetuneRunOptions& o, const ProgressFn& pr
   check(!c.out.empty(), k_op, "no output directory given (--out)");
   require_file(o.train_text, "training text");
   require_file(o.val_text, "validation text");
+  check_disjoint_blocks(o);
   check(fs::exists(c.model), k_op, "model '{}' does not exist", c.model);
   o.lora.validate();
   const at::Device device = parse_device(o.device);

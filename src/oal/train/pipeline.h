@@ -27,7 +27,8 @@ struct FinetuneRunOptions {
   std::filesystem::path train_text;  // text files: one token stream each (no BOS)
   std::filesystem::path val_text;
   std::string train_blocks = "all";  // block ranges (text/corpus.h "A:B")
-  std::string val_blocks = ":32";    // paper: 32 fixed validation blocks
+  std::string val_blocks = ":32";    // paper: 32 fixed validation blocks; when train_text and
+                                     // val_text are one file the ranges must not overlap
   int64_t ctx = 0;                   // tokens per block, <= max_position_embeddings
   model::LoraConfig lora;            // 8, 16, 0.05
   FinetuneOptions train;             // steps, lr, ... (App. F.2 defaults)
