@@ -142,3 +142,18 @@ TEST(GgufTokenizer, BadMetadataIsRefusedByName) {
                 .find("repeats"),
             std::string::npos);
 }
+
+TEST(GgufTokenizer, TokenizerOnlyFileKeepsTheTokenizerAndNothingElse) {
+  const auto dir = test::make_temp_dir("gguf_tok");
+  io::GgufMetadata md = vocab_metadata();
+  md.insert(md.begin(), {"general.architecture", io::gguf_str("llama")});
+  const std::string four_floats(16, '\0');
+  io::write_gguf(dir / "model.gguf", md, {{"output_norm.weight", {4}, 0, four_floats}});
+  text::write_gguf_tokenizer(dir / "model.gguf", dir / "tokenizer.gguf");
+  const io::GgufFile t = io::read_gguf(dir / "tokenizer.gguf");
+  EXPECT_TRUE(t.header.tensors.empty());
+  EXPECT_EQ(t.header.find("general.architecture"), nullptr);
+  EXPECT_EQ(t.header.metadata.size(), vocab_metadata().size());
+  const auto a = text::load_tokenizer(dir / "model.gguf"), b = text::load_tokenizer(dir / "tokenizer.gguf");
+  EXPECT_EQ(a->encode("<|im_start|>the the 12", true), b->encode("<|im_start|>the the 12", true));
+}

@@ -13,6 +13,8 @@
 #include "oal/attention/oal_method.h"
 #include "oal/attention/registry.h"
 #include "oal/core/error.h"
+#include "oal/io/gguf.h"
+#include "oal/text/gguf_tokenizer.h"
 #include "oal/io/atomic_file.h"
 #include "oal/io/safetensors.h"
 #include "oal/model/fingerprint.h"
@@ -192,7 +194,11 @@ void export_converted(const fs::path& out, const model::ModelWeights& weights,
     info.fingerprint = model::model_fingerprint(weights);
     calib::write_run(out / k_attention_dir, res, opts, info);
   }
-  if (!tokenizer.empty()) copy_file_atomic(tokenizer, out / tokenizer.filename());
+  // A GGUF source keeps only its tokenizer metadata (not a copy of its weights).
+  if (!tokenizer.empty() && io::is_gguf_file(tokenizer))
+    text::write_gguf_tokenizer(tokenizer, out / "tokenizer.gguf");
+  else if (!tokenizer.empty())
+    copy_file_atomic(tokenizer, out / tokenizer.filename());
   model::ModelConfig cfg = weights.config;
   nlohmann::json extra;
   if (cfg.rope_style == model::RopeStyle::adjacent) {

@@ -24,7 +24,7 @@ std::filesystem::path find_tokenizer(const std::filesystem::path& model_path,
   // A llama2.c checkpoint (a .bin file) prefers the llama2.c tokenizer files.
   const bool llama2c = fs::is_regular_file(model_path) && model_path.extension() == ".bin";
   std::vector<fs::path> candidates = {base / "tokenizer.json", base / "tok512.bin",
-                                      base / "tokenizer.bin"};
+                                      base / "tokenizer.bin", base / "tokenizer.gguf"};
   if (llama2c) std::rotate(candidates.begin(), candidates.begin() + 1, candidates.end());
   for (const auto& c : candidates)
     if (fs::is_regular_file(c)) return c;

@@ -2,7 +2,8 @@
 // Where the tokenizer of a checkpoint lives, the way users of llama.cpp / transformers
 // expect: an HF model directory (or a file inside it) uses its tokenizer.json; a
 // llama2.c checkpoint uses tok512.bin or tokenizer.bin in the same directory; a .gguf
-// file is its own tokenizer.
+// file is its own tokenizer; a directory converted from a GGUF model holds
+// tokenizer.gguf (its tokenizer metadata).
 #include <filesystem>
 #include <string>
 

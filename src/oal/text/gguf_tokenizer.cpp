@@ -139,6 +139,15 @@ io::GgufMetadata gguf_tokenizer_metadata(const HfBpeSpec& spec) {
   return md;
 }
 
+void write_gguf_tokenizer(const std::filesystem::path& source_gguf, const std::filesystem::path& out) {
+  const io::GgufFile g = io::read_gguf(source_gguf);
+  (void)read_gguf_tokenizer(g.header);  // refuse a file whose tokenizer cannot be used
+  io::GgufMetadata md;
+  for (const auto& kv : g.header.metadata)
+    if (kv.first.rfind("tokenizer.", 0) == 0) md.push_back(kv);
+  io::write_gguf(out, md, {});
+}
+
 std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::filesystem::path& path) {
   const io::GgufFile g = io::read_gguf(path);
   return std::make_unique<HfBpeTokenizer>(read_gguf_tokenizer(g.header).spec);

@@ -39,6 +39,11 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::filesystem::path& path
 // The pre-tokenizer for a tokenizer.ggml.pre name; throws naming the supported names.
 SplitPattern gguf_pre_tokenizer(const std::string& pre);
 
+// The tokenizer.* keys of a GGUF file alone, as a GGUF file without tensors
+// ("tokenizer.gguf"): what a converted model directory keeps of a GGUF source model, so
+// that it tokenizes exactly as the source without a copy of its weights.
+void write_gguf_tokenizer(const std::filesystem::path& source_gguf, const std::filesystem::path& out);
+
 // The other direction, for writing GGUF files: `spec` as tokenizer.ggml.* keys (ids
 // must be dense 0..N-1; added special tokens become control tokens, other added tokens
 // user-defined; the split pattern its llama.cpp pre name, "gpt2" when there is none).
