@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The paper's measurements on the real head_dim-64 model SmolLM2-135M-Instruct (GGUF
+# Q4_1, scripts/fetch-models.sh), on WikiText-2 test (one token stream, no BOS), at a
+# budget this project's 2-core machine finishes; docs/results.md records the outputs.
+#
+# Block layout at ctx 1024 (294 blocks): 0-15 evaluation, 16-23 fitting, 24-25
+# validation (calibrate's defaults, paper App. B); grouping prompts are the paragraphs
+# after the first 26 x 1024 tokens (disjoint from every block).
+#
+# Steps (STEPS="analyze linearize diagnose passkey" by default; each writes $OUT/<step>.json):
+#   analyze    Fig. 1/5: chi by layer, head and dimension over every layer, the
+#              concentration statistics and the Gaussian control (B = 1000 bootstrap)
+#   linearize  Table 2: frozen fidelity of the seven methods on LAYERS (three layers
+#              spread over depth), fits of at most UPDATES Adam updates
+#   diagnose   Table 1: error concentration of the baselines on the linearize groups,
+#              CONTROLS matched random controls
+#   passkey    recall of the original model, PASSKEY_LENGTHS x 5 depths x TRIALS keys
+#
+# Environment: OAL=build/release/oal OUT=runs/smollm2 CTX=1024 LAYERS=5,15,25
+#   UPDATES=100 VAL_EVERY=50 PATIENCE=100 CONTROLS=100 TRIALS=2
+#   PASSKEY_LENGTHS=1024,2048,4096,8192 STEPS=...
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OAL=${OAL:-build/release/oal}
+OUT=${OUT:-runs/smollm2}
+CTX=${CTX:-1024}
+LAYERS=${LAYERS:-5,15,25}
+UPDATES=${UPDATES:-100}
+VAL_EVERY=${VAL_EVERY:-50}
+PATIENCE=${PATIENCE:-100}
+CONTROLS=${CONTROLS:-100}
+TRIALS=${TRIALS:-2}
+PASSKEY_LENGTHS=${PASSKEY_LENGTHS:-1024,2048,4096,8192}
+STEPS=${STEPS:-analyze linearize diagnose passkey}
+M=${OAL_MODEL_CACHE:-.cache/models}/SmolLM2-135M-Instruct.Q4_1.gguf
+T=../shared/data/wikitext2-test.raw
+[ -f "$M" ] || bash scripts/fetch-models.sh
+mkdir -p "$OUT"
+
+timed() {  # timed NAME CMD... : runs CMD, JSON to $OUT/NAME.json, wall time to $OUT/NAME.seconds
+  local name=$1; shift
+  local t0=$(date +%s)
+  "$@" > "$OUT/$name.json.part"
+  mv "$OUT/$name.json.part" "$OUT/$name.json"
+  echo $(( $(date +%s) - t0 )) > "$OUT/$name.seconds"
+  echo "smollm2_paper: $name done in $(cat "$OUT/$name.seconds") s" >&2
+}
+
+for step in $STEPS; do
+  case $step in
+    analyze)
+      timed analyze "$OAL" analyze --model "$M" --text "$T" --ctx "$CTX" --prompts 40 \
+        --after-tokens $((26 * CTX)) --out "$OUT/analysis" --quiet --json ;;
+    linearize)
+      timed linearize "$OAL" linearize --model "$M" --text "$T" --ctx "$CTX" --layers "$LAYERS" \
+        --max-updates "$UPDATES" --val-every "$VAL_EVERY" --patience "$PATIENCE" \
+        --out "$OUT/linearize" --json ;;
+    diagnose)
+      timed diagnose "$OAL" diagnose --model "$M" --text "$T" --ctx "$CTX" \
+        --groups "$OUT/linearize/groups.json" --layers "$LAYERS" --controls "$CONTROLS" --json ;;
+    passkey)
+      timed passkey "$OAL" eval --model "$M" --task passkey --lengths "$PASSKEY_LENGTHS" \
+        --trials "$TRIALS" --quiet --json ;;
+    *) echo "smollm2_paper: unknown step '$step'" >&2; exit 2 ;;
+  esac
+done
