@@ -1,22 +1,39 @@
 // `oal demo`: a short tour of what the toolkit does, section by section (see
 // src/oal/demo/demo_report.h): the attention operator on synthetic data, the analysis
-// and groups of the synthetic model, the frozen-attention fidelity table, and a short
-// conversion + LoRA fine-tuning.
+// and groups of the synthetic model, the frozen-attention fidelity table, a short
+// conversion + LoRA fine-tuning, and one layer of the real SmolLM2-135M through the
+// paper's pipeline.
 #include <fmt/core.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "command.h"
 #include "oal/demo/demo_analysis.h"
 #include "oal/demo/demo_fidelity.h"
 #include "oal/demo/demo_operator.h"
 #include "oal/demo/demo_report.h"
+#include "oal/demo/demo_smollm2.h"
 #include "oal/demo/demo_adapt.h"
 
 namespace {
+
+// `make()` when every file in `needed` exists, else a section saying what is missing.
+template <typename Make>
+oal::demo::DemoSection section_if_present(const std::string& title, const std::vector<std::string>& needed,
+                                          const std::string& hint, Make&& make) {
+  for (const auto& f : needed) {
+    if (std::filesystem::exists(f)) continue;
+    oal::demo::DemoSection skipped;
+    skipped.title = title;
+    skipped.notes.push_back("skipped: " + f + " not found (" + hint + ")");
+    return skipped;
+  }
+  return make();
+}
 
 struct DemoArgs {
   oal::demo::OperatorDemoOptions op;
@@ -58,19 +75,18 @@ oal::cli::Registrar reg{
           };
         report.sections.push_back(oal::demo::operator_demo(a->op, progress));
         report.sections.push_back(oal::demo::analysis_demo({}, progress));
-        // The fidelity section uses the real stories260K model; without ../shared/data
-        // (a user's own machine) it says so instead of failing the whole tour.
+        // The sections on real models need their files; without them (a user's own
+        // machine) a section says so instead of failing the whole tour.
         oal::demo::FidelityDemoOptions fid;
-        if (std::filesystem::exists(fid.model) && std::filesystem::exists(fid.text)) {
-          report.sections.push_back(oal::demo::fidelity_demo(fid, progress));
-        } else {
-          oal::demo::DemoSection skipped;
-          skipped.title = "Frozen-attention fidelity (stories260K)";
-          skipped.notes.push_back("skipped: " + fid.model + " or " + fid.text +
-                                  " not found (run from the project root with ../shared/data)");
-          report.sections.push_back(skipped);
-        }
+        report.sections.push_back(section_if_present(
+            "Frozen-attention fidelity (stories260K)", {fid.model, fid.text},
+            "run from the project root with ../shared/data", [&] { return oal::demo::fidelity_demo(fid, progress); }));
         report.sections.push_back(oal::demo::adapt_demo({}, progress));
+        oal::demo::SmolLM2DemoOptions smol;
+        report.sections.push_back(section_if_present(
+            "A real model: SmolLM2-135M", {smol.model, smol.text},
+            "make models fetches the model; ../shared/data holds the text",
+            [&] { return oal::demo::smollm2_demo(smol, progress); }));
         if (a->json)
           fmt::print("{}\n", report.to_json().dump(2));
         else

@@ -41,6 +41,16 @@ attn::ModelKernels budget_groups(const model::Transformer& m, const at::Tensor& 
 
 }  // namespace
 
+void put_fidelity_table(const eval::FidelityResult& f, DemoSection& s) {
+  s.columns = {"method", "MSE before Wo", "RelMSE before Wo", "MSE after Wo", "RelMSE after Wo"};
+  s.data = eval::fidelity_json(f);
+  for (const auto& row : f.rows)
+    s.rows.push_back({row.method, fmt::format("{:.4g}", row.all.mse_before_wo),
+                      fmt::format("{:.4g}", row.all.relmse_before_wo),
+                      fmt::format("{:.4g}", row.all.mse_after_wo),
+                      fmt::format("{:.4g}", row.all.relmse_after_wo)});
+}
+
 DemoSection fidelity_demo(const FidelityDemoOptions& o, const ProgressFn& progress) {
   auto tok = text::load_tokenizer(model::find_tokenizer(o.model, o.tokenizer));
   const std::vector<int32_t> stream = tok->encode(text::read_text_file(o.text), false);
@@ -66,13 +76,7 @@ DemoSection fidelity_demo(const FidelityDemoOptions& o, const ProgressFn& progre
                          "training blocks; fits: at most {} updates (`oal linearize` uses the "
                          "full App. B protocol)",
                          o.group_budget, analysis::chi_statistic_name(chi), o.max_updates)};
-  s.columns = {"method", "MSE before Wo", "RelMSE before Wo", "MSE after Wo", "RelMSE after Wo"};
-  s.data = fidelity_json(f);
-  for (const auto& row : f.rows)
-    s.rows.push_back({row.method, fmt::format("{:.4g}", row.all.mse_before_wo),
-                      fmt::format("{:.4g}", row.all.relmse_before_wo),
-                      fmt::format("{:.4g}", row.all.mse_after_wo),
-                      fmt::format("{:.4g}", row.all.relmse_after_wo)});
+  put_fidelity_table(f, s);
   return s;
 }
 

@@ -8,6 +8,7 @@
 
 #include "oal/core/progress.h"
 #include "oal/demo/demo_report.h"
+#include "oal/eval/fidelity.h"
 
 namespace oal::demo {
 
@@ -20,6 +21,10 @@ struct FidelityDemoOptions {
   int64_t group_budget = 2;     // G per head (fixed-budget grouping of the χ profile)
   uint64_t seed = 0;
 };
+
+// The Table 2 columns and rows of `f` (and its JSON) into `s`, as both fidelity
+// sections show them.
+void put_fidelity_table(const eval::FidelityResult& f, DemoSection& s);
 
 // Throws oal::Error when the model or text cannot be read.
 DemoSection fidelity_demo(const FidelityDemoOptions& options, const ProgressFn& progress = {});
