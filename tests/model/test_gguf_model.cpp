@@ -97,7 +97,10 @@ TEST(GgufModel, Qwen2KeepsItsRowOrderAndBiases) {
 TEST(GgufModel, MetadataErrorsNameTheKey) {
   const auto dir = test::make_temp_dir("gguf_model");
   const model::ModelWeights w = test::tiny_weights(5, 1);
-  auto [md, tensors] = model::gguf_model_parts(w, k_f32);
+  // (Not a structured binding: clang 14 cannot capture one in a lambda.)
+  const auto parts = model::gguf_model_parts(w, k_f32);
+  const io::GgufMetadata& md = parts.first;
+  const std::vector<io::GgufTensorData>& tensors = parts.second;
   auto write_without = [&](const std::string& key, const std::filesystem::path& p) {
     io::GgufMetadata m;
     for (const auto& kv : md)
