@@ -9,6 +9,7 @@
 #include "oal/core/error.h"
 #include "oal/io/gguf.h"
 #include "oal/io/gguf_quants.h"
+#include "oal/io/gguf_summary.h"
 #include "oal/io/gguf_writer.h"
 
 using namespace oal::io;
@@ -259,4 +260,20 @@ TEST(Gguf, HugeArrayCountsNeverAllocate) {
   const size_t count_at = b.find("words") + 5 + 4 + 4;
   poke<uint64_t>(b, count_at, uint64_t{1} << 61);
   EXPECT_NE(parse_error(b).find("cannot fit"), std::string::npos);
+}
+
+TEST(Gguf, SummaryJsonEscapesBytesThatAreNotUtf8) {
+  // fuzz_gguf: nlohmann::json::dump threw type_error 316 on a metadata string with a
+  // stray 0x91 byte (GGUF does not require valid UTF-8).
+  GgufMetadata md = {{std::string("key\x91"), gguf_str(std::string("caf\xc3\xa9 \x91\xff ok"))},
+                     {"words", gguf_str_array({"\xe0\x80\x80", "\xf0\x9f\x98\x80"})}};
+  const GgufHeader h = parse(encode_gguf(md, sample_tensors()));
+  std::string dumped;
+  ASSERT_NO_THROW(dumped = gguf_summary_json(h, true).dump());
+  const auto j = nlohmann::json::parse(dumped);
+  EXPECT_EQ(j["metadata"]["key\\x91"], "caf\xc3\xa9 \\x91\\xff ok");  // valid é kept
+  // An overlong encoding is escaped byte by byte; a valid 4-byte emoji is kept.
+  EXPECT_EQ(j["metadata"]["words"][0], "\\xe0\\x80\\x80");
+  EXPECT_EQ(j["metadata"]["words"][1], "\xf0\x9f\x98\x80");
+  EXPECT_NO_THROW((void)describe_gguf(h, true));
 }

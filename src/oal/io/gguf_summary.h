@@ -14,7 +14,8 @@ std::string describe_gguf(const GgufHeader& header, bool tensors);
 
 // The same as JSON: {"version", "alignment", "metadata": {key: value or summary},
 // "tensor_types": {type: count}, "tensors": [{name, type, ne, bytes}] (when asked)}.
-// Strings and numbers are given whole; arrays longer than 16 as {"type", "length"}.
+// Strings and numbers are given whole (a byte that is not valid UTF-8, which GGUF does
+// not forbid, as the text "\xNN"); arrays longer than 16 as {"type", "length"}.
 nlohmann::json gguf_summary_json(const GgufHeader& header, bool tensors);
 
 }  // namespace oal::io
