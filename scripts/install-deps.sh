@@ -7,6 +7,8 @@
 # process group (multi-process calibration; the code itself is in libtorch).
 # python3-venv makes the project's venv (.cache/venv, scripts/python-venv.sh) for the PyPI
 # packages: the model wheel's download, the gguf package the tests compare with.
+# libcpp-httplib-dev (cpp-httplib, the HTTP library llama-server uses too) is `oal serve`'s
+# HTTP layer.
 # python3-torch (the same LibTorch as libtorch-dev) and python3-pytest build and test the
 # Python package (python/); its ops need neither pybind11 nor the Python headers.
 # clang-14, libclang-rt-14-dev (libFuzzer and the sanitizer runtimes) and llvm-14
@@ -15,7 +17,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake libtorch-dev libopenblas-dev nlohmann-json3-dev
-          libcli11-dev libgtest-dev libfmt-dev libhwy-dev libgloo-dev python3-torch
+          libcli11-dev libgtest-dev libfmt-dev libhwy-dev libgloo-dev libcpp-httplib-dev python3-torch
           python3-pytest python3-venv clang-14 libclang-rt-14-dev llvm-14)
 
 missing=()

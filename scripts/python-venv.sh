@@ -3,6 +3,7 @@
 # a venv at .cache/venv (git-ignored; never the system Python) from Debian's python3,
 # with pinned PyPI packages:
 #   gguf, numpy       the gguf package's dequantization, the reference for io/gguf_quants
+#   openai            the OpenAI Python client, a real client for `oal serve`'s tests
 #   --peer            also llama-cpp-python (builds llama.cpp from source with this
 #                     CPU's native flags; several minutes on 2 cores): the peer that
 #                     scripts/llamacpp_reference.py and the benchmarks run
@@ -12,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 venv="${OAL_VENV:-.cache/venv}"
-packages=(numpy==2.2.6 gguf==0.17.1)
+packages=(numpy==2.2.6 gguf==0.17.1 openai==1.109.1)
 [ "${1:-}" = "--peer" ] && packages+=(llama-cpp-python==0.3.16)
 
 if [ ! -x "$venv/bin/python" ]; then

@@ -156,6 +156,24 @@ TEST(Sampler, TemperatureAndTopPDistribution) {
   EXPECT_TRUE(at::allclose(p, at::tensor({1.0, 0.0, 0.0, 0.0}, at::kDouble), 0, 1e-12));
 }
 
+TEST(Sampler, TopKThenTopP) {
+  // Ids out of probability order, so that the kept set must come from the sort.
+  const at::Tensor logits = at::log(at::tensor({0.15, 0.5, 0.05, 0.3}, at::kDouble));
+  // top_k 2 keeps {1, 3} (0.5, 0.3) renormalised: 0.625, 0.375.
+  at::Tensor p = Sampler({.temperature = 1.0, .top_k = 2}).distribution(logits);
+  EXPECT_TRUE(at::allclose(p, at::tensor({0.0, 0.625, 0.0, 0.375}, at::kDouble), 0, 1e-12));
+  // top_k 3 then top_p 0.6 over the kept mass 0.95: 0.5/0.95 = 0.526 < 0.6, so token 3
+  // (mass before it 0.526) stays and token 0 (before it 0.842) goes.
+  p = Sampler({.temperature = 1.0, .top_p = 0.6, .top_k = 3}).distribution(logits);
+  EXPECT_TRUE(at::allclose(p, at::tensor({0.0, 0.625, 0.0, 0.375}, at::kDouble), 0, 1e-12));
+  // top_k 1 is greedy whatever the temperature; top_k >= V keeps everything.
+  p = Sampler({.temperature = 5.0, .top_k = 1}).distribution(logits);
+  EXPECT_TRUE(at::allclose(p, at::tensor({0.0, 1.0, 0.0, 0.0}, at::kDouble), 0, 1e-12));
+  p = Sampler({.temperature = 1.0, .top_k = 9}).distribution(logits);
+  EXPECT_TRUE(at::allclose(p, at::tensor({0.15, 0.5, 0.05, 0.3}, at::kDouble), 0, 1e-12));
+  EXPECT_THROW(Sampler({.top_k = -1}), oal::Error);
+}
+
 TEST(Sampler, SeededDrawsFollowTheDistributionAndRepeat) {
   const at::Tensor logits = at::log(at::tensor({0.5, 0.3, 0.15, 0.05}, at::kDouble));
   Sampler a({.temperature = 1.0, .seed = 42}), b({.temperature = 1.0, .seed = 42}),

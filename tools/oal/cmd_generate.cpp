@@ -1,7 +1,6 @@
 // `oal generate`: continue a prompt, streaming tokens to stdout as they are produced.
 #include <fmt/core.h>
 
-#include <algorithm>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +10,7 @@
 #include "oal/model/find_tokenizer.h"
 #include "oal/model/generate.h"
 #include "oal/model/load.h"
+#include "oal/model/stop_tokens.h"
 #include "oal/convert/convert.h"
 #include "oal/text/tokenizer.h"
 
@@ -18,23 +18,11 @@ namespace {
 
 struct GenerateArgs {
   std::string model, prompt, tokenizer;
-  int64_t n = 64;
+  int64_t n = 64, top_k = 0;
   double temp = 0.0, top_p = 1.0;
   uint64_t seed = 0;
   bool json = false, keep_dtype = false, ignore_eos = false;
 };
-
-// End-of-sequence ids from the config and the tokenizer (run.c also stops at BOS, which
-// llama2.c models emit between stories).
-std::vector<int64_t> stop_tokens(const oal::model::ModelConfig& c, const oal::text::Tokenizer& t) {
-  std::vector<int64_t> s = c.eos_token_ids;
-  if (c.eos_token_id) s.push_back(*c.eos_token_id);
-  if (t.eos_id() >= 0) s.push_back(t.eos_id());
-  if (t.kind() == "llama2c" && t.bos_id() >= 0) s.push_back(t.bos_id());
-  std::sort(s.begin(), s.end());
-  s.erase(std::unique(s.begin(), s.end()), s.end());
-  return s;
-}
 
 void run(const GenerateArgs& a) {
   oal::check(!a.prompt.empty(), "generate", "empty --prompt; expected some text to continue");
@@ -46,8 +34,9 @@ void run(const GenerateArgs& a) {
   const std::vector<int32_t> prompt = tok->encode(a.prompt, /*add_bos=*/true);
   oal::model::GenerateOptions o;
   o.max_new_tokens = a.n;
-  o.sampler = {.temperature = a.temp, .top_p = a.top_p, .seed = a.seed};
-  if (!a.ignore_eos) o.stop_tokens = stop_tokens(model.config(), *tok);
+  o.sampler = {.temperature = a.temp, .top_p = a.top_p, .top_k = a.top_k, .seed = a.seed};
+  if (!a.ignore_eos)
+    for (int32_t id : oal::model::default_stop_tokens(model.config(), *tok)) o.stop_tokens.push_back(id);
 
   int32_t prev = -1;
   std::string text;
@@ -77,7 +66,7 @@ void run(const GenerateArgs& a) {
 }
 
 oal::cli::Registrar reg{
-    "generate", "Continue a prompt (greedy, temperature, top-p), streaming to stdout",
+    "generate", "Continue a prompt (greedy, temperature, top-k, top-p), streaming to stdout",
     [](CLI::App& app) {
       auto a = std::make_shared<GenerateArgs>();
       app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")->required();
@@ -85,6 +74,7 @@ oal::cli::Registrar reg{
       app.add_option("-n,--n-predict", a->n, "Number of new tokens")->capture_default_str();
       app.add_option("--temp", a->temp, "Temperature (0 = greedy)")->capture_default_str();
       app.add_option("--top-p", a->top_p, "Nucleus sampling mass in (0, 1]")->capture_default_str();
+      app.add_option("--top-k", a->top_k, "Keep only the k most likely tokens (0 = all)")->capture_default_str();
       app.add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
       app.add_option("--tokenizer", a->tokenizer,
                      "Tokenizer file (default: tokenizer.json / tok512.bin / tokenizer.bin "

@@ -52,8 +52,24 @@ at::Tensor Rope::apply(const at::Tensor& x, int64_t offset) const {
   check(x.size(3) == head_dim_, "rope", "x: expected last dimension {} (head_dim), got shape {}",
         head_dim_, shape_str(x));
   auto [c64, s64] = tables(offset, x.size(2));
-  at::Tensor c = c64.to(x.scalar_type());  // [T, D/2], broadcasts over [B, H]
-  at::Tensor s = s64.to(x.scalar_type());
+  // [T, D/2], broadcasts over [B, H]
+  return rotate(x, c64.to(x.scalar_type()), s64.to(x.scalar_type()));
+}
+
+at::Tensor Rope::apply_rows(const at::Tensor& x, const std::vector<int64_t>& positions) const {
+  check_dim(x, 4, "rope", "x");
+  check_floating(x, "rope", "x");
+  check(x.size(3) == head_dim_ && x.size(2) == 1 &&
+            x.size(0) == static_cast<int64_t>(positions.size()),
+        "rope", "apply_rows: expected x [{}, H, 1, {}] (one token per position), got shape {}",
+        positions.size(), head_dim_, shape_str(x));
+  for (int64_t p : positions) check(p >= 0, "rope", "positions must be non-negative, got {}", p);
+  at::Tensor pos = at::tensor(positions, at::kLong).to(at::kDouble);
+  at::Tensor angle = (pos.unsqueeze(1) * inv_freq_.unsqueeze(0)).view({x.size(0), 1, 1, -1});
+  return rotate(x, angle.cos().to(x.scalar_type()), angle.sin().to(x.scalar_type()));
+}
+
+at::Tensor Rope::rotate(const at::Tensor& x, const at::Tensor& c, const at::Tensor& s) const {
   const int64_t half = head_dim_ / 2;
   if (style_ == RopeStyle::half) {
     at::Tensor x1 = x.narrow(3, 0, half);

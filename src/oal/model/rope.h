@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "oal/model/config.h"
 
@@ -40,8 +41,13 @@ class Rope {
   // Rotates x [B, H, T, D] (any float dtype) whose token t sits at position offset + t.
   // Returns a new tensor of x's dtype; differentiable with respect to x.
   at::Tensor apply(const at::Tensor& x, int64_t offset) const;
+  // Rotates x [B, H, 1, D] whose row b holds one token at position positions[b]
+  // (positions.size() == B): decode steps of sequences at different lengths.
+  at::Tensor apply_rows(const at::Tensor& x, const std::vector<int64_t>& positions) const;
 
  private:
+  // x rotated by angles whose cos c and sin s [..., D/2] broadcast against x's pairs.
+  at::Tensor rotate(const at::Tensor& x, const at::Tensor& c, const at::Tensor& s) const;
   int64_t head_dim_;
   RopeStyle style_;
   at::Tensor inv_freq_;

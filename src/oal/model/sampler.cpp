@@ -15,6 +15,7 @@ Sampler::Sampler(SamplerOptions options) : options_(options), state_(options.see
         "temperature must be >= 0 (0 = greedy), got {}", options.temperature);
   check(options.top_p > 0 && options.top_p <= 1, k_op, "top_p must lie in (0, 1], got {}",
         options.top_p);
+  check(options.top_k >= 0, k_op, "top_k must be >= 0 (0 = no limit), got {}", options.top_k);
 }
 
 double Sampler::uniform() {
@@ -36,11 +37,17 @@ at::Tensor Sampler::distribution(const at::Tensor& logits) const {
     return at::zeros_like(l).index_fill_(0, l.argmax(), 1.0);
   }
   at::Tensor p = at::softmax(l / options_.temperature, 0);
-  if (options_.top_p >= 1) return p;
+  const bool limit_k = options_.top_k > 0 && options_.top_k < p.numel();
+  if (options_.top_p >= 1 && !limit_k) return p;
   // Stable descending sort so equal probabilities keep id order.
   auto [sorted, order] = p.sort(/*stable=*/true, 0, /*descending=*/true);
-  at::Tensor before = sorted.cumsum(0) - sorted;  // mass strictly before each token
-  at::Tensor keep = before < options_.top_p;       // the first token is always kept
+  at::Tensor keep = at::ones_like(sorted, at::kBool);
+  if (limit_k) keep.narrow(0, options_.top_k, p.numel() - options_.top_k).fill_(false);
+  // top-p over what top-k kept (as llama.cpp and HF apply them): mass strictly before
+  // each token, renormalised to the kept set; the first token is always kept.
+  at::Tensor in_k = at::where(keep, sorted, at::zeros_like(sorted));
+  at::Tensor before = (in_k.cumsum(0) - in_k) / in_k.sum();
+  if (options_.top_p < 1) keep = keep & (before < options_.top_p);
   at::Tensor kept = at::where(keep, sorted, at::zeros_like(sorted));
   kept = kept / kept.sum();
   return at::zeros_like(p).index_copy_(0, order, kept);

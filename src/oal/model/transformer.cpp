@@ -1,5 +1,7 @@
 #include "oal/model/transformer.h"
 
+#include <algorithm>
+
 #include "oal/attention/softmax_method.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
@@ -158,11 +160,42 @@ at::Tensor Transformer::layer_forward(int64_t i, const at::Tensor& x, int64_t of
   at::Tensor y = state ? state->extend(q, k, v) : L.attention->forward(q, k, v);
   const bool report = observer && observer->wants(i);
   if (report) observer->attention(i, q, k, v, y);
-  at::Tensor out = x + L.o_proj.forward(y.transpose(1, 2).reshape({B, T, c.num_heads * D}));
-  h = rms_norm(out, L.mlp_norm, c.rms_norm_eps);
-  out = out + L.down_proj.forward(at::silu(L.gate_proj.forward(h)) * L.up_proj.forward(h));
+  at::Tensor out = finish_layer(L, x, y);
   if (report) observer->layer_output(i, out);
   return out;
+}
+
+at::Tensor Transformer::finish_layer(const TransformerLayer& L, const at::Tensor& x,
+                                     const at::Tensor& y) const {
+  const ModelConfig& c = config_;
+  at::Tensor out =
+      x + L.o_proj.forward(y.transpose(1, 2).reshape({x.size(0), x.size(1), c.num_heads * c.head_dim}));
+  at::Tensor h = rms_norm(out, L.mlp_norm, c.rms_norm_eps);
+  return out + L.down_proj.forward(at::silu(L.gate_proj.forward(h)) * L.up_proj.forward(h));
+}
+
+at::Tensor Transformer::layer_rows(int64_t i, const at::Tensor& x,
+                                   const std::vector<int64_t>& positions,
+                                   const std::vector<LayerStates*>& rows) const {
+  const TransformerLayer& L = layers_[i];
+  const ModelConfig& c = config_;
+  const int64_t N = x.size(0), D = c.head_dim;
+  at::Tensor h = rms_norm(x, L.attn_norm, c.rms_norm_eps);
+  auto heads = [&](const at::Tensor& t, int64_t n) { return t.view({N, 1, n, D}).transpose(1, 2); };
+  at::Tensor q = rope_.apply_rows(heads(L.q_proj.forward(h), c.num_heads), positions);
+  at::Tensor k = rope_.apply_rows(heads(L.k_proj.forward(h), c.num_kv_heads), positions);
+  at::Tensor v = heads(L.v_proj.forward(h), c.num_kv_heads);
+  std::vector<at::Tensor> ys;
+  ys.reserve(N);
+  for (int64_t r = 0; r < N; ++r) {
+    attn::DecodeState& state = *(*rows[r])[i];
+    check(state.tokens() == positions[r], k_op,
+          "decode_rows: row {} layer {} state holds {} tokens, layer 0 holds {}", r, i,
+          state.tokens(), positions[r]);
+    ys.push_back(state.extend(q.narrow(0, r, 1).contiguous(), k.narrow(0, r, 1).contiguous(),
+                              v.narrow(0, r, 1).contiguous()));
+  }
+  return finish_layer(L, x, at::cat(ys, 0));
 }
 
 at::Tensor Transformer::hidden_states(const at::Tensor& tokens, ForwardObserver* observer) const {
@@ -203,6 +236,25 @@ at::Tensor Transformer::extend_hidden(const at::Tensor& tokens,
     x = layer_forward(i, x, offset, states[i].get(), nullptr);
   }
   return rms_norm(x, final_norm_, config_.rms_norm_eps);
+}
+
+at::Tensor Transformer::decode_rows(const at::Tensor& tokens,
+                                    const std::vector<LayerStates*>& rows) const {
+  check_dim(tokens, 1, k_op, "decode_rows: tokens");
+  const int64_t N = tokens.size(0);
+  check(N > 0 && N == static_cast<int64_t>(rows.size()), k_op,
+        "decode_rows: expected one state set per token, got {} tokens and {} state sets", N,
+        rows.size());
+  std::vector<int64_t> positions(N);
+  for (int64_t r = 0; r < N; ++r) {
+    check(rows[r] != nullptr && static_cast<int64_t>(rows[r]->size()) == num_layers(), k_op,
+          "decode_rows: row {}: expected {} layer states", r, num_layers());
+    positions[r] = rows[r]->front()->tokens();
+  }
+  // embed() checks the furthest row against max_position_embeddings.
+  at::Tensor x = embed(tokens.view({N, 1}), *std::max_element(positions.begin(), positions.end()));
+  for (int64_t i = 0; i < num_layers(); ++i) x = layer_rows(i, x, positions, rows);
+  return rms_norm(x, final_norm_, config_.rms_norm_eps).view({N, config_.hidden_size});
 }
 
 }  // namespace oal::model

@@ -105,11 +105,24 @@ class Transformer {
   // final-normed hidden states [B, T, hidden]; the states absorb the tokens.
   at::Tensor extend_hidden(const at::Tensor& tokens,
                            std::vector<std::unique_ptr<attn::DecodeState>>& states) const;
+  // One decode step of N independent sequences at their own lengths (a server's
+  // continuous batch): tokens [N] int64; rows[r] holds sequence r's layer states (from
+  // new_states(1)) → final-normed hidden states [N, hidden]; each row's states absorb its
+  // token. Projections and MLP run as one GEMM over the N rows (weights read once per
+  // step); each row attends through its own states. Equal to N extend_hidden calls.
+  using LayerStates = std::vector<std::unique_ptr<attn::DecodeState>>;
+  at::Tensor decode_rows(const at::Tensor& tokens, const std::vector<LayerStates*>& rows) const;
 
  private:
   // One decoder layer on x [B, T, hidden]; `state` null → whole-sequence attention.
   at::Tensor layer_forward(int64_t i, const at::Tensor& x, int64_t offset,
                            attn::DecodeState* state, ForwardObserver* observer) const;
+  // decode_rows' layer i: x [N, 1, hidden], row r at position positions[r].
+  at::Tensor layer_rows(int64_t i, const at::Tensor& x, const std::vector<int64_t>& positions,
+                        const std::vector<LayerStates*>& rows) const;
+  // The layer's residual after attention: x + y Woᵀ, then the MLP block; x [B, T, hidden],
+  // y [B, Hq, T, D] (attention output per head).
+  at::Tensor finish_layer(const TransformerLayer& L, const at::Tensor& x, const at::Tensor& y) const;
   at::Tensor embed(const at::Tensor& tokens, int64_t offset) const;
 
   ModelConfig config_;

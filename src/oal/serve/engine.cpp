@@ -1,0 +1,244 @@
+#include "oal/serve/engine.h"
+
+#include <algorithm>
+#include <random>
+
+#include "oal/core/error.h"
+#include "oal/model/sampler.h"
+#include "oal/serve/api_error.h"
+#include "oal/serve/text_stream.h"
+
+namespace oal::serve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+at::Tensor token_tensor(const int32_t* ids, int64_t n) {
+  at::Tensor t = at::empty({n}, at::kLong);
+  int64_t* d = t.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) d[i] = ids[i];
+  return t;
+}
+
+}  // namespace
+
+void RequestStream::push(StreamEvent e) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    events_.push_back(std::move(e));
+  }
+  ready_.notify_one();
+}
+
+std::optional<StreamEvent> RequestStream::next(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!ready_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return std::nullopt;
+  StreamEvent e = std::move(events_.front());
+  events_.pop_front();
+  return e;
+}
+
+struct Engine::Sequence {
+  GenerationJob job;
+  std::shared_ptr<RequestStream> out = std::make_shared<RequestStream>();
+  model::Transformer::LayerStates states;
+  model::Sampler sampler;
+  TextStream text;
+  int64_t prefilled = 0;       // prompt tokens fed so far
+  int32_t prev = -1;           // the last token, for decode_token
+  int32_t next_token = -1;     // sampled, to be fed at the next decode step
+  int64_t generated = 0;
+  bool finished = false;
+
+  Sequence(GenerationJob j, model::SamplerOptions so)
+      : job(std::move(j)), sampler(so), text(job.params.stop) {}
+  bool prefilling() const { return prefilled < static_cast<int64_t>(job.prompt.size()); }
+};
+
+Engine::Engine(const model::Transformer& model, const text::Tokenizer& tokenizer,
+               EngineOptions options)
+    : model_(model), tokenizer_(tokenizer), options_(options), next_seed_(std::random_device{}()) {
+  check(options.max_sequences > 0 && options.max_queued >= 0 && options.prefill_chunk > 0, "serve",
+        "engine options: expected max_sequences > 0, max_queued >= 0, prefill_chunk > 0; got {}, {}, {}",
+        options.max_sequences, options.max_queued, options.prefill_chunk);
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+  auto fail = [](Sequence& s) {
+    s.out->push({.done = true, .finish_reason = "error", .error = "the server is shutting down"});
+  };
+  for (auto& s : active_) if (!s->finished) fail(*s);
+  for (auto& s : pending_) fail(*s);
+}
+
+int64_t Engine::context_length() const { return model_.config().max_position_embeddings; }
+
+std::shared_ptr<RequestStream> Engine::submit(GenerationJob job) {
+  const int64_t n = static_cast<int64_t>(job.prompt.size());
+  if (n == 0) throw bad_request("prompt", "the prompt has no tokens");
+  const int32_t vocab = model_.config().vocab_size;
+  for (int32_t id : job.prompt)
+    if (id < 0 || id >= vocab)
+      throw bad_request("prompt", "token id {} is outside the vocabulary [0, {})", id, vocab);
+  const int64_t ctx = context_length();
+  if (ctx > 0 && n + job.params.max_tokens > ctx)
+    throw bad_request("max_tokens",
+                      "this model's maximum context length is {} tokens; the request needs {} "
+                      "({} in the prompt, {} for the completion): shorten the prompt or lower max_tokens",
+                      ctx, n + job.params.max_tokens, n, job.params.max_tokens);
+  model::SamplerOptions so{.temperature = job.params.temperature, .top_p = job.params.top_p,
+                           .top_k = job.params.top_k};
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Slots and queue places together: the scheduler may not have admitted earlier
+  // submissions yet, so the two are not counted apart.
+  if (static_cast<int64_t>(pending_.size()) + stats_.active >=
+      options_.max_queued + options_.max_sequences)
+    throw ApiError(503, "server_error", "",
+                   fmt::format("the server is busy ({} sequences running, {} waiting); retry later",
+                               stats_.active, pending_.size()),
+                   "server_busy");
+  so.seed = job.params.seed.value_or(next_seed_++);
+  auto s = std::make_unique<Sequence>(std::move(job), so);
+  auto out = s->out;
+  pending_.push_back(std::move(s));
+  stats_.queued = static_cast<int64_t>(pending_.size());
+  wake_.notify_one();
+  return out;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void Engine::loop() {
+  at::NoGradGuard no_grad;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || !pending_.empty() || !active_.empty(); });
+      if (stop_) return;
+    }
+    admit();
+    for (auto& s : active_)
+      if (!s->finished && s->out->cancelled()) finish(*s, "cancelled");
+    prefill_one();
+    decode_all();
+    remove_finished();
+  }
+}
+
+void Engine::admit() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  while (!pending_.empty() && static_cast<int64_t>(active_.size()) < options_.max_sequences) {
+    active_.push_back(std::move(pending_.front()));
+    pending_.pop_front();
+    active_.back()->states = model_.new_states(1);
+  }
+  stats_.active = static_cast<int64_t>(active_.size());
+  stats_.queued = static_cast<int64_t>(pending_.size());
+}
+
+void Engine::prefill_one() {
+  auto it = std::find_if(active_.begin(), active_.end(),
+                         [](const auto& s) { return !s->finished && s->prefilling(); });
+  if (it == active_.end()) return;
+  Sequence& s = **it;
+  const auto t0 = Clock::now();
+  try {
+    const int64_t n = std::min<int64_t>(options_.prefill_chunk,
+                                        static_cast<int64_t>(s.job.prompt.size()) - s.prefilled);
+    at::Tensor tokens = token_tensor(s.job.prompt.data() + s.prefilled, n).view({1, n});
+    at::Tensor h = model_.extend_hidden(tokens, s.states);
+    s.prefilled += n;
+    if (!s.prefilling()) {
+      s.prev = s.job.prompt.back();
+      take_token(s, model_.logits(h.select(1, n - 1)).select(0, 0));
+    }
+  } catch (const std::exception& e) {
+    finish(s, "error", e.what());
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.prefill_seconds += seconds_since(t0);
+}
+
+void Engine::decode_all() {
+  std::vector<Sequence*> rows;
+  for (auto& s : active_)
+    if (!s->finished && !s->prefilling() && s->next_token >= 0) rows.push_back(s.get());
+  if (rows.empty()) return;
+  const auto t0 = Clock::now();
+  std::vector<int32_t> ids;
+  std::vector<model::Transformer::LayerStates*> states;
+  for (Sequence* s : rows) ids.push_back(s->next_token), states.push_back(&s->states);
+  try {
+    at::Tensor logits = model_.logits(
+        model_.decode_rows(token_tensor(ids.data(), static_cast<int64_t>(ids.size())), states));
+    for (size_t r = 0; r < rows.size(); ++r) take_token(*rows[r], logits[r]);
+  } catch (const std::exception& e) {
+    for (Sequence* s : rows)
+      if (!s->finished) finish(*s, "error", e.what());
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.decode_seconds += seconds_since(t0);
+  stats_.decode_steps += 1;
+  stats_.decode_rows += static_cast<int64_t>(rows.size());
+}
+
+void Engine::take_token(Sequence& s, const at::Tensor& logits) {
+  s.next_token = -1;
+  const auto id = static_cast<int32_t>(s.sampler.sample(logits));
+  s.generated += 1;
+  const auto& stops = s.job.stop_tokens;
+  if (std::find(stops.begin(), stops.end(), id) != stops.end()) return finish(s, "stop");
+  const std::string piece = tokenizer_.decode_token(s.prev, id);
+  s.prev = id;
+  const std::string text = s.text.push(piece);
+  if (!text.empty()) s.out->push({.text = text});
+  if (s.text.stopped()) return finish(s, "stop");
+  if (s.generated >= s.job.params.max_tokens) return finish(s, "length");
+  const int64_t ctx = context_length();
+  if (ctx > 0 && s.states.front()->tokens() >= ctx) return finish(s, "length");
+  s.next_token = id;
+}
+
+void Engine::finish(Sequence& s, const std::string& reason, const std::string& error) {
+  s.finished = true;
+  const int64_t prompt = static_cast<int64_t>(s.job.prompt.size());
+  if (reason != "cancelled") {
+    const std::string rest = reason == "error" ? "" : s.text.finish();
+    if (!rest.empty()) s.out->push({.text = rest});
+    s.out->push({.done = true, .finish_reason = reason, .error = error, .prompt_tokens = prompt,
+                 .completion_tokens = s.generated});
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (reason == "cancelled") stats_.requests_cancelled += 1;
+  else if (reason == "error") stats_.requests_failed += 1;
+  else stats_.requests_finished += 1;
+  stats_.prompt_tokens += s.prefilled;
+  stats_.completion_tokens += s.generated;
+}
+
+void Engine::remove_finished() {
+  active_.erase(std::remove_if(active_.begin(), active_.end(), [](const auto& s) { return s->finished; }),
+                active_.end());
+  int64_t bytes = 0;
+  for (const auto& s : active_)
+    for (const auto& st : s->states) bytes += st->state_bytes();
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.active = static_cast<int64_t>(active_.size());
+  stats_.state_bytes = bytes;
+}
+
+}  // namespace oal::serve

@@ -1,0 +1,121 @@
+#pragma once
+// The generation engine behind `oal serve`: one scheduler thread owns the model and
+// every active sequence; HTTP threads submit requests and read their events.
+//
+// Each scheduler iteration (continuous batching):
+//   1. admits queued requests while fewer than max_sequences are active;
+//   2. prefills at most prefill_chunk prompt tokens of one sequence still reading its
+//      prompt (so a long prompt delays the others by one chunk per step, never by its
+//      whole length);
+//   3. advances every sequence that has finished its prompt by one token in one batched
+//      step (Transformer::decode_rows: the weights are read once for all of them).
+// Each sequence keeps its own layer states (a KV cache for softmax layers, the
+// constant-size state for OAL layers), freed when it ends.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "oal/model/transformer.h"
+#include "oal/serve/openai_request.h"
+#include "oal/text/tokenizer.h"
+
+namespace oal::serve {
+
+struct EngineOptions {
+  int64_t max_sequences = 16;  // decoded at once; > 0
+  int64_t max_queued = 64;     // waiting for a slot beyond these → 503; >= 0
+  int64_t prefill_chunk = 256; // prompt tokens per scheduler iteration; > 0
+};
+
+// One generation to run.
+struct GenerationJob {
+  std::vector<int32_t> prompt;       // non-empty token ids
+  GenerationParams params;
+  std::vector<int32_t> stop_tokens;  // ids that end the generation (not part of the text)
+};
+
+// What a request receives, in order: text pieces, then one event with done = true.
+struct StreamEvent {
+  std::string text{};          // valid UTF-8, without stop strings
+  bool done = false;
+  std::string finish_reason{}; // done: "stop" | "length" | "error"
+  std::string error{};         // finish_reason "error": what went wrong
+  int64_t prompt_tokens = 0, completion_tokens = 0;  // done: usage
+};
+
+// One request's events: written by the scheduler thread, read by an HTTP thread.
+class RequestStream {
+ public:
+  void push(StreamEvent e);
+  // The next event, waiting at most `timeout`; nullopt when none came.
+  std::optional<StreamEvent> next(std::chrono::milliseconds timeout);
+  // The client went away: the scheduler drops the sequence at its next iteration.
+  void cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<StreamEvent> events_;
+  std::atomic<bool> cancelled_{false};
+};
+
+struct EngineStats {
+  int64_t active = 0, queued = 0;
+  int64_t state_bytes = 0;  // all active sequences' layer states
+  int64_t requests_finished = 0, requests_cancelled = 0, requests_failed = 0;
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  int64_t decode_steps = 0, decode_rows = 0;  // batched steps and the sequences they advanced
+  double prefill_seconds = 0, decode_seconds = 0;
+};
+
+class Engine {
+ public:
+  // `model` and `tokenizer` must outlive the engine. Starts the scheduler thread.
+  Engine(const model::Transformer& model, const text::Tokenizer& tokenizer, EngineOptions options);
+  ~Engine();  // stops the scheduler; requests still running end with an error event
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a job. Throws ApiError 400 for an empty prompt, ids outside the vocabulary or
+  // prompt + max_tokens beyond the context; 503 when max_queued requests already wait.
+  std::shared_ptr<RequestStream> submit(GenerationJob job);
+  EngineStats stats() const;
+  // Positions the model can hold (max_position_embeddings).
+  int64_t context_length() const;
+
+ private:
+  struct Sequence;
+  void loop();
+  void admit();
+  void prefill_one();
+  void decode_all();
+  // Samples the next token of `s` from logits [V] and sends what it produces.
+  void take_token(Sequence& s, const at::Tensor& logits);
+  void finish(Sequence& s, const std::string& reason, const std::string& error = {});
+  void remove_finished();
+
+  const model::Transformer& model_;
+  const text::Tokenizer& tokenizer_;
+  EngineOptions options_;
+
+  mutable std::mutex mutex_;  // guards pending_, stop_, stats_
+  std::condition_variable wake_;
+  std::deque<std::unique_ptr<Sequence>> pending_;
+  bool stop_ = false;
+  EngineStats stats_;
+  uint64_t next_seed_;
+
+  std::vector<std::unique_ptr<Sequence>> active_;  // scheduler thread only
+  std::thread thread_;
+};
+
+}  // namespace oal::serve

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""`oal serve` through the real OpenAI Python client (PyPI `openai`, in the project venv).
+
+Starts `oal serve` on a free loopback port with stories260K (the real llama2.c
+checkpoint of ../shared/data) and checks, with the client and with raw HTTP for what
+the client cannot send:
+  * completions and chat, streaming and not; streamed text equals the whole answer;
+  * greedy (temperature 0) answers are identical run to run, and equal `oal generate`'s;
+  * a seed reproduces a sampled answer; stop strings are honoured and never sent;
+  * 8 concurrent requests all complete, with the text each gives alone;
+  * bad input: malformed JSON, wrong types, unknown model, empty prompt, absurd
+    max_tokens, unknown route, oversized body, wrong API key -> OpenAI-shaped errors
+    with their 4xx status; a client that disconnects mid-stream leaves no sequence behind.
+Exit 0 on success, 77 (ctest: skipped) when the venv or the data is missing and
+OAL_REQUIRE_SHARED is not set.
+"""
+import concurrent.futures
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+VENV_PY = ROOT / ".cache" / "venv" / "bin" / "python"
+REQUIRED = os.environ.get("OAL_REQUIRE_SHARED") == "1"
+
+
+def skip(why):
+    if REQUIRED:
+        sys.exit(f"FAIL (OAL_REQUIRE_SHARED=1): {why}")
+    print(f"SKIP: {why}")
+    sys.exit(77)
+
+
+# Run under the venv's interpreter, where the openai package is.
+if VENV_PY.exists() and pathlib.Path(sys.prefix).resolve() != VENV_PY.parents[1].resolve():
+    os.execv(str(VENV_PY), [str(VENV_PY), __file__] + sys.argv[1:])
+try:
+    import openai
+except ImportError:
+    skip(f"the openai package is not installed ({VENV_PY}; run scripts/python-venv.sh)")
+
+OAL = pathlib.Path(os.environ.get("OAL_CLI", ROOT / "build" / "release" / "oal"))
+MODEL = ROOT.parent / "shared" / "data" / "stories260K.bin"
+if not MODEL.exists():
+    skip(f"{MODEL} is missing")
+if not OAL.exists():
+    sys.exit(f"FAIL: {OAL} does not exist (build first, or set OAL_CLI)")
+
+API_KEY = "test-key"
+
+
+def start_server(tmp):
+    port_file = pathlib.Path(tmp) / "port"
+    log = open(pathlib.Path(tmp) / "serve.log", "w")
+    proc = subprocess.Popen(
+        [str(OAL), "serve", "--model", str(MODEL), "--port", "0", "--port-file", str(port_file),
+         "--api-key", API_KEY, "--name", "stories", "--max-sequences", "4", "--max-body", "4096"],
+        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OAL_THREADS": "1"})
+    for _ in range(300):
+        if port_file.exists():
+            return proc, int(port_file.read_text())
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    proc.kill()
+    sys.exit("FAIL: oal serve did not start:\n" + (pathlib.Path(tmp) / "serve.log").read_text())
+
+
+def raw(port, method, path, body=None, key=API_KEY, headers=None):
+    """(status, parsed JSON or text) of one HTTP request."""
+    data = body if isinstance(body, (bytes, type(None))) else body.encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    if key:
+        req.add_header("Authorization", f"Bearer {key}")
+    for k, v in (headers or {}).items():
+        req.add_header(k, v)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            text = r.read().decode()
+            status = r.status
+    except urllib.error.HTTPError as e:
+        text, status = e.read().decode(), e.code
+    try:
+        return status, json.loads(text)
+    except json.JSONDecodeError:
+        return status, text
+
+
+def expect_error(port, path, body, status, param=None, key=API_KEY):
+    got, j = raw(port, "POST", path, body, key=key)
+    assert got == status, f"{path} {body!r}: status {got}, expected {status}: {j}"
+    assert isinstance(j, dict) and "error" in j and j["error"]["message"], f"not an OpenAI error: {j}"
+    if param is not None:
+        assert j["error"]["param"] == param, f"{body!r}: param {j['error']['param']}, expected {param}"
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, port = start_server(tmp)
+        try:
+            run_checks(port)
+        finally:
+            proc.terminate()
+            try:
+                rc = proc.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                sys.exit("FAIL: oal serve did not stop on SIGTERM")
+        assert rc == 0, f"oal serve exited with {rc}:\n" + (pathlib.Path(tmp) / "serve.log").read_text()
+    print("OK")
+
+
+def run_checks(port):
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=API_KEY, max_retries=0)
+    assert [m.id for m in client.models.list().data] == ["stories"]
+
+    # Completions, whole and streamed; greedy is deterministic and equals `oal generate`.
+    prompt = "Once upon a time"
+    a = client.completions.create(model="stories", prompt=prompt, max_tokens=24, temperature=0)
+    b = client.completions.create(model="stories", prompt=prompt, max_tokens=24, temperature=0)
+    assert a.choices[0].text == b.choices[0].text and a.choices[0].text, a
+    assert a.usage.completion_tokens == 24 and a.choices[0].finish_reason == "length", a.usage
+    gen = subprocess.run([str(OAL), "generate", "--model", str(MODEL), "--prompt", prompt, "-n", "24",
+                          "--ignore-eos", "--json"], capture_output=True, text=True, check=True)
+    assert json.loads(gen.stdout)["text"] == prompt + a.choices[0].text, (gen.stdout, a.choices[0].text)
+    streamed = "".join(c.choices[0].text for c in client.completions.create(
+        model="stories", prompt=prompt, max_tokens=24, temperature=0, stream=True))
+    assert streamed == a.choices[0].text, (streamed, a.choices[0].text)
+
+    # A seed reproduces a sampled answer.
+    s1 = client.completions.create(prompt=prompt, model="stories", max_tokens=20, temperature=1.0, seed=7)
+    s2 = client.completions.create(prompt=prompt, model="stories", max_tokens=20, temperature=1.0, seed=7)
+    assert s1.choices[0].text == s2.choices[0].text, (s1, s2)
+
+    # Stop strings: the text ends before the first occurrence, which is not sent.
+    word = a.choices[0].text.split()[2]
+    st = client.completions.create(model="stories", prompt=prompt, max_tokens=24, temperature=0, stop=[word])
+    assert st.choices[0].finish_reason == "stop" and word not in st.choices[0].text
+    assert a.choices[0].text.startswith(st.choices[0].text), (st.choices[0].text, a.choices[0].text)
+
+    # Chat, whole and streamed (the plain format: stories260K has no chat template).
+    msgs = [{"role": "user", "content": "Lily went to the park."}]
+    c = client.chat.completions.create(model="stories", messages=msgs, max_tokens=16, temperature=0)
+    assert c.choices[0].message.role == "assistant" and c.choices[0].message.content
+    chunks = list(client.chat.completions.create(model="stories", messages=msgs, max_tokens=16,
+                                                 temperature=0, stream=True))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert "".join(ch.choices[0].delta.content or "" for ch in chunks) == c.choices[0].message.content
+    assert chunks[-1].choices[0].finish_reason in ("length", "stop")
+
+    # 8 concurrent requests (4 slots: the rest queue), each with the text it gives alone.
+    prompts = [f"Once upon a time, {name}" for name in
+               ["Tom", "Lily", "a cat", "the sun", "Ben", "a dog", "Sue", "a tree"]]
+    alone = [client.completions.create(model="stories", prompt=p, max_tokens=12, temperature=0).choices[0].text
+             for p in prompts]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(lambda p: client.completions.create(
+            model="stories", prompt=p, max_tokens=12, temperature=0).choices[0].text, prompts))
+    assert together == alone, (together, alone)
+
+    # Bad input: OpenAI-shaped errors with their status.
+    comp = "/v1/completions"
+    expect_error(port, comp, "{not json", 400)
+    expect_error(port, comp, "", 400)
+    expect_error(port, comp, '{"prompt": 5}', 400, "prompt")
+    expect_error(port, comp, '{"prompt": ""}', 400, "prompt")
+    expect_error(port, comp, '{"prompt": "x", "max_tokens": -1}', 400, "max_tokens")
+    expect_error(port, comp, '{"prompt": "x", "max_tokens": 100000000}', 400, "max_tokens")
+    expect_error(port, comp, '{"prompt": "x", "max_tokens": 4000}', 400, "max_tokens")  # > context 512
+    expect_error(port, comp, '{"prompt": "x", "temperature": "hot"}', 400, "temperature")
+    expect_error(port, comp, '{"prompt": "x", "model": "gpt-4"}', 404, "model")
+    expect_error(port, comp, '{"prompt": "x"}', 401, key="wrong")
+    expect_error(port, comp, '{"prompt": "x"}', 401, key=None)
+    expect_error(port, comp, json.dumps({"prompt": "x" * 5000}), 413)
+    expect_error(port, "/v1/chat/completions", '{"messages": [{"role": "user"}]}', 400, "messages[0].content")
+    expect_error(port, "/v1/nothing", "{}", 404)
+    try:
+        client.completions.create(model="stories", prompt="x", max_tokens=0)
+        raise AssertionError("max_tokens=0 accepted")
+    except openai.BadRequestError as e:
+        assert e.status_code == 400
+
+    # A client that goes away mid-stream: its sequence is dropped, nothing leaks.
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        body = json.dumps({"prompt": prompt, "max_tokens": 400, "stream": True})
+        s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {API_KEY}\r\n"
+                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
+        got = b""
+        while b"data:" not in got:  # the headers may come in a packet of their own
+            more = s.recv(4096)
+            assert more, f"connection closed before the first event: {got!r}"
+            got += more
+    for _ in range(100):
+        status, health = raw(port, "GET", "/health")
+        if health["active"] == 0:
+            break
+        time.sleep(0.1)
+    assert health == {"status": "ok", "active": 0, "queued": 0}, health
+    status, metrics = raw(port, "GET", "/metrics")
+    assert status == 200 and "oal_generations_cancelled_total 1" in metrics, metrics
+    assert 'oal_requests_total{route="/v1/completions",status="400"}' in metrics
+    assert "oal_state_bytes 0" in metrics
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+// The engine's continuous batching against the plain reference: every request of a batch
+// that runs at once (prompts of different lengths, so rows sit at different positions,
+// prefilled in chunks) must produce exactly the tokens model::generate produces for it
+// alone. Greedy decoding on a tiny synthetic model (random weights, labelled so): the
+// argmax is compared, and the reference and the batch compute the same fp32 values up
+// to GEMM summation order, so ties are not a concern at these logit scales.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "common/temp_dir.h"
+#include "common/tiny_model.h"
+#include "oal/model/generate.h"
+#include "oal/model/synthetic_tokenizer.h"
+#include "oal/model/transformer.h"
+#include "oal/core/error.h"
+#include "oal/serve/api_error.h"
+#include "oal/serve/engine.h"
+#include "oal/text/tokenizer.h"
+
+using namespace oal;
+
+namespace {
+
+// All events of one request until done, with a deadline so a hang fails the test.
+std::vector<serve::StreamEvent> drain(serve::RequestStream& s) {
+  std::vector<serve::StreamEvent> out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto e = s.next(std::chrono::milliseconds(100));
+    if (!e) continue;
+    out.push_back(*e);
+    if (e->done) return out;
+  }
+  ADD_FAILURE() << "no done event within 60 s";
+  return out;
+}
+
+// The synthetic byte-level tokenizer (its first 32 ids cover the tiny model's vocab).
+std::unique_ptr<text::Tokenizer> tiny_tokenizer() {
+  const auto dir = test::make_temp_dir("serve_engine_tok");
+  model::write_synthetic_tokenizer(dir, 128);
+  return text::load_tokenizer(dir / "tokenizer.json");
+}
+
+}  // namespace
+
+TEST(DecodeRows, EqualsOneSequenceAtATime) {
+  model::Transformer m(test::tiny_weights(3));
+  at::NoGradGuard ng;
+  // Three sequences at lengths 1, 4 and 7.
+  std::vector<model::Transformer::LayerStates> batched, single;
+  const std::vector<int64_t> lengths = {1, 4, 7};
+  for (int64_t n : lengths) {
+    at::Tensor prompt = (at::arange(n, at::kLong) * 5 + n) % 32;
+    batched.push_back(m.new_states(1));
+    single.push_back(m.new_states(1));
+    m.extend_hidden(prompt.view({1, n}), batched.back());
+    m.extend_hidden(prompt.view({1, n}), single.back());
+  }
+  std::vector<model::Transformer::LayerStates*> rows;
+  for (auto& s : batched) rows.push_back(&s);
+  for (int step = 0; step < 3; ++step) {
+    at::Tensor tokens = at::tensor({3 + step, 9, 30 - step}, at::kLong);
+    at::Tensor h = m.decode_rows(tokens, rows);
+    ASSERT_EQ(h.sizes(), (at::IntArrayRef{3, 16}));
+    for (int64_t r = 0; r < 3; ++r) {
+      at::Tensor ref = m.extend_hidden(tokens[r].view({1, 1}), single[r]).view({16});
+      // Same operations on the same rows; only the GEMM's blocking over N rows differs.
+      EXPECT_TRUE(at::allclose(h[r], ref, 1e-5, 1e-5)) << "row " << r << " step " << step;
+    }
+  }
+  EXPECT_EQ(batched[2][0]->tokens(), 10);
+  // A row whose layer states disagree on their length is refused.
+  auto bad = m.new_states(1);
+  std::vector<model::Transformer::LayerStates*> mixed = {&bad};
+  m.extend_hidden(at::zeros({1, 2}, at::kLong), single[0]);
+  EXPECT_THROW(m.decode_rows(at::zeros({2}, at::kLong), mixed), Error);
+}
+
+TEST(Engine, ConcurrentRequestsMatchGenerateAlone) {
+  model::ModelWeights w = test::tiny_weights(5);
+  w.config.max_position_embeddings = 128;
+  model::Transformer m(w);
+  auto tok = tiny_tokenizer();
+  serve::Engine engine(m, *tok, {.max_sequences = 3, .max_queued = 8, .prefill_chunk = 4});
+  std::vector<std::vector<int32_t>> prompts = {{1, 2, 3}, {5}, {7, 8, 9, 10, 11, 12, 13, 14, 15}, {2, 2}, {30, 1, 4, 1, 5}};
+  std::vector<std::shared_ptr<serve::RequestStream>> streams;
+  const int64_t n_new = 12;
+  for (const auto& p : prompts) {
+    serve::GenerationJob job{.prompt = p, .params = {}, .stop_tokens = {}};
+    job.params.max_tokens = n_new;
+    job.params.temperature = 0;
+    streams.push_back(engine.submit(job));  // 5 requests, 3 slots: two wait in the queue
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto events = drain(*streams[i]);
+    ASSERT_FALSE(events.empty());
+    const auto& done = events.back();
+    EXPECT_EQ(done.finish_reason, "length");
+    EXPECT_EQ(done.completion_tokens, n_new);
+    EXPECT_EQ(done.prompt_tokens, static_cast<int64_t>(prompts[i].size()));
+    std::string text;
+    for (const auto& e : events) text += e.text;
+    model::GenerateOptions o;
+    o.max_new_tokens = n_new;
+    const auto ref = model::generate(m, prompts[i], o);
+    EXPECT_EQ(text, tok->decode(ref.tokens)) << "request " << i;
+  }
+  const auto s = engine.stats();
+  EXPECT_EQ(s.requests_finished, 5);
+  EXPECT_EQ(s.active, 0);
+  EXPECT_EQ(s.completion_tokens, 5 * n_new);
+  EXPECT_GT(s.decode_rows, s.decode_steps);  // some steps advanced several sequences
+}
+
+TEST(Engine, StopTokenAndRefusedJobs) {
+  model::ModelWeights w = test::tiny_weights(5);
+  w.config.max_position_embeddings = 40;
+  model::Transformer m(w);
+  auto tok = tiny_tokenizer();
+  serve::Engine engine(m, *tok, {.max_sequences = 1, .max_queued = 1, .prefill_chunk = 8});
+  // The greedy continuation's first new token after the start that did not occur before
+  // it, as a stop token: generation ends exactly there, and the stop token is not sent.
+  model::GenerateOptions o;
+  o.max_new_tokens = 10;
+  const auto ref = model::generate(m, {4, 5, 6}, o);
+  size_t k = 1;
+  while (k < ref.tokens.size() &&
+         std::find(ref.tokens.begin(), ref.tokens.begin() + k, ref.tokens[k]) != ref.tokens.begin() + k)
+    ++k;
+  if (k == ref.tokens.size()) k = 0;  // every later token repeats one: stop at the first
+  serve::GenerationJob job{.prompt = {4, 5, 6}, .params = {}, .stop_tokens = {ref.tokens[k]}};
+  job.params.max_tokens = 20;
+  job.params.temperature = 0;
+  const auto ev = drain(*engine.submit(job));
+  EXPECT_EQ(ev.back().finish_reason, "stop");
+  EXPECT_EQ(ev.back().completion_tokens, static_cast<int64_t>(k + 1));
+  std::string text;
+  for (const auto& e : ev) text += e.text;
+  EXPECT_EQ(text, tok->decode(std::vector<int32_t>(ref.tokens.begin(), ref.tokens.begin() + k)));
+  // Prompt + max_tokens beyond the context (40), ids outside the vocabulary, empty prompt.
+  job.stop_tokens = {};
+  job.params.max_tokens = 38;
+  EXPECT_THROW(engine.submit(job), serve::ApiError);
+  job.params.max_tokens = 4;
+  job.prompt = {1, 99};
+  EXPECT_THROW(engine.submit(job), serve::ApiError);
+  job.prompt = {};
+  EXPECT_THROW(engine.submit(job), serve::ApiError);
+}
+
+TEST(Engine, BusyAnswers503AndCancelFreesTheSlot) {
+  model::ModelWeights w = test::tiny_weights(5);
+  w.config.max_position_embeddings = 8192;
+  model::Transformer m(w);
+  auto tok = tiny_tokenizer();
+  serve::Engine engine(m, *tok, {.max_sequences = 1, .max_queued = 1, .prefill_chunk = 8});
+  // Long generations (8000 tokens, seconds each), so that the first still runs and the
+  // second still waits when the third arrives.
+  serve::GenerationJob job{.prompt = {1, 2}, .params = {}, .stop_tokens = {}};
+  job.params.max_tokens = 8000;
+  auto a = engine.submit(job);
+  auto b = engine.submit(job);
+  try {
+    engine.submit(job);
+    ADD_FAILURE() << "no 503 with the one slot and the one queue place taken";
+  } catch (const serve::ApiError& e) {
+    EXPECT_EQ(e.status(), 503);
+  }
+  // Cancelled requests get no done event; their slots and states are freed.
+  a->cancel();
+  b->cancel();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((engine.stats().requests_cancelled < 2 || engine.stats().active > 0) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(engine.stats().active, 0);
+  EXPECT_EQ(engine.stats().queued, 0);
+  EXPECT_EQ(engine.stats().state_bytes, 0);
+  EXPECT_EQ(engine.stats().requests_cancelled, 2);
+}

@@ -1,0 +1,148 @@
+// `oal serve`: an OpenAI-compatible HTTP server for one model (softmax, hybrid or
+// all-OAL), with continuous batching across requests (src/oal/serve/).
+#include <fmt/core.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "command.h"
+#include "oal/convert/convert.h"
+#include "oal/core/error.h"
+#include "oal/model/find_tokenizer.h"
+#include "oal/model/stop_tokens.h"
+#include "oal/serve/chat_format.h"
+#include "oal/serve/engine.h"
+#include "oal/serve/http_server.h"
+#include "oal/text/tokenizer.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ServeArgs {
+  std::string model, tokenizer, name, chat_format = "auto", port_file;
+  oal::serve::ServerOptions server;
+  oal::serve::EngineOptions engine;
+  bool keep_dtype = false;
+};
+
+volatile std::sig_atomic_t g_stop_requested = 0;
+std::atomic<bool> server_running{true};
+extern "C" void on_stop_signal(int) { g_stop_requested = 1; }
+
+bool is_loopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1";
+}
+
+oal::serve::ChatFormat chat_format(const ServeArgs& a) {
+  using oal::serve::ChatFormatKind;
+  if (a.chat_format == "auto")
+    return oal::serve::chat_format_from_template(oal::serve::find_chat_template(a.model));
+  if (a.chat_format == "chatml") return {ChatFormatKind::chatml, {}};
+  if (a.chat_format == "llama3") return {ChatFormatKind::llama3, {}};
+  return {ChatFormatKind::plain, {}};
+}
+
+// Written once the socket is bound (a script or test started with --port 0 reads it):
+// via a temporary file and a rename, so a reader never sees a partial number.
+void write_port_file(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << port << "\n";
+    oal::check(static_cast<bool>(out), "serve", "could not write --port-file {}", path);
+  }
+  fs::rename(tmp, path);
+}
+
+void run(const ServeArgs& a) {
+  oal::check(is_loopback(a.server.host) || !a.server.api_key.empty(), "serve",
+             "--host {} is reachable from other machines; give --api-key KEY as well (or keep "
+             "the default 127.0.0.1)",
+             a.server.host);
+  // SIGINT / SIGTERM end the server cleanly: the handler only sets a flag (LibTorch's
+  // threads exist already, so the signal may land on any thread); a watcher stops it.
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  // A client that closes its connection mid-stream must cost a failed write, not the process.
+  std::signal(SIGPIPE, SIG_IGN);
+
+  auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
+  const auto model = oal::convert::load_transformer(a.model, {.keep_weight_dtype = a.keep_dtype});
+  const oal::serve::ChatFormat chat = chat_format(a);
+  oal::serve::ServerOptions so = a.server;
+  so.model_name = a.name.empty() ? fs::path(a.model).filename().string() : a.name;
+  if (so.model_name.empty()) so.model_name = fs::path(a.model).parent_path().filename().string();
+
+  oal::serve::Engine engine(*model, *tok, a.engine);
+  oal::serve::Server server(engine, *tok, chat, oal::model::default_stop_tokens(model->config(), *tok), so);
+  server.bind();
+  if (!a.port_file.empty()) write_port_file(a.port_file, server.bound_port());
+  fmt::print(stderr,
+             "oal serve: {} on http://{}:{} (chat format {}, context {}, up to {} sequences at "
+             "once); Ctrl-C stops\n",
+             so.model_name, so.host, server.bound_port(), chat.name(), engine.context_length(),
+             a.engine.max_sequences);
+  std::thread watcher([&server] {
+    while (!g_stop_requested && server_running) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    server.stop();
+  });
+  server.run();
+  server_running = false;
+  watcher.join();
+  fmt::print(stderr, "oal serve: stopped\n");
+}
+
+oal::cli::Registrar reg{
+    "serve", "OpenAI-compatible HTTP server (completions, chat, streaming) with continuous batching",
+    [](CLI::App& app) {
+      auto a = std::make_shared<ServeArgs>();
+      app.add_option("--model", a->model,
+                     "HF model directory, .gguf file, llama2.c checkpoint or converted directory")
+          ->required();
+      app.add_option("--tokenizer", a->tokenizer, "Tokenizer file (default: found beside the model)");
+      app.add_option("--name", a->name, "Model id the API reports and requests may name (default: the file name)");
+      app.add_option("--host", a->server.host, "Address to listen on; anything but loopback needs --api-key")
+          ->capture_default_str();
+      app.add_option("--port", a->server.port, "Port (0 = any free port; see --port-file)")
+          ->capture_default_str()
+          ->check(CLI::Range(0, 65535));
+      app.add_option("--port-file", a->port_file, "Write the bound port to this file once listening");
+      app.add_option("--api-key", a->server.api_key, "Require 'Authorization: Bearer KEY' on /v1/*");
+      app.add_option("--chat-format", a->chat_format,
+                     "Chat prompt format: auto (from the model's chat template), chatml, llama3, plain")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"auto", "chatml", "llama3", "plain"}));
+      app.add_option("--max-sequences", a->engine.max_sequences, "Sequences decoded at once")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+      app.add_option("--max-queued", a->engine.max_queued, "Requests that may wait for a slot (beyond: 503)")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+      app.add_option("--prefill-chunk", a->engine.prefill_chunk,
+                     "Prompt tokens read per scheduler step (smaller: less stall for the others)")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      app.add_option("--max-tokens", a->server.limits.max_tokens, "Largest max_tokens a request may ask for")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+      app.add_option("--default-max-tokens", a->server.limits.default_max_tokens,
+                     "max_tokens of requests that give none")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+      app.add_option("--max-body", a->server.max_body_bytes, "Largest request body in bytes (beyond: 413)")
+          ->capture_default_str()
+          ->check(CLI::Range(size_t{64}, size_t{1} << 30));
+      app.add_option("--http-threads", a->server.http_threads,
+                     "Connections served at once (each streaming response holds one)")
+          ->capture_default_str()
+          ->check(CLI::Range(2, 4096));
+      app.add_flag("--keep-dtype", a->keep_dtype, "Keep bf16/f16 weights as stored (half the memory, slower)");
+      return [a] { run(*a); };
+    }};
+
+}  // namespace
