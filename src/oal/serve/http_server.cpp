@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <ctime>
+#include <functional>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -245,51 +246,47 @@ void Server::routes() {
                  static_cast<int64_t>(std::time(nullptr))};
   };
 
-  http_->Post("/v1/completions", [=, this](const httplib::Request& req, httplib::Response& res) {
-    try {
-      check_auth(req);
-      CompletionRequest r = parse_completion_request(req.body, options_.limits);
-      check_model(r.model);
-      GenerationJob job{.prompt = r.prompt ? tokenizer_.encode(*r.prompt, /*add_bos=*/true)
-                                           : r.prompt_tokens,
-                        .params = r.params,
-                        .stop_tokens = stop_tokens_};
-      generate("/v1/completions", res, std::move(job), shape_for(false));
-    } catch (const ApiError& e) {
-      send_error(res, e);
-      count("/v1/completions", e.status());
-    }
-  });
+  // A /v1 route: authentication first, and any ApiError answered and counted.
+  using Body = std::function<void(const httplib::Request&, httplib::Response&)>;
+  auto api_route = [=, this](const std::string& route, Body body) {
+    return [=, this](const httplib::Request& req, httplib::Response& res) {
+      try {
+        check_auth(req);
+        body(req, res);
+      } catch (const ApiError& e) {
+        send_error(res, e);
+        count(route, e.status());
+      }
+    };
+  };
 
-  http_->Post("/v1/chat/completions", [=, this](const httplib::Request& req, httplib::Response& res) {
-    try {
-      check_auth(req);
-      ChatRequest r = parse_chat_request(req.body, options_.limits);
-      check_model(r.model);
-      const std::string prompt = render_chat(chat_, r.messages);
-      GenerationJob job{.prompt = tokenizer_.encode(prompt, /*add_bos=*/true),
-                        .params = r.params,
-                        .stop_tokens = chat_stop_tokens_};
-      generate("/v1/chat/completions", res, std::move(job), shape_for(true));
-    } catch (const ApiError& e) {
-      send_error(res, e);
-      count("/v1/chat/completions", e.status());
-    }
-  });
+  http_->Post("/v1/completions", api_route("/v1/completions", [=, this](const httplib::Request& req,
+                                                                         httplib::Response& res) {
+    CompletionRequest r = parse_completion_request(req.body, options_.limits);
+    check_model(r.model);
+    GenerationJob job{.prompt = r.prompt ? tokenizer_.encode(*r.prompt, /*add_bos=*/true) : r.prompt_tokens,
+                      .params = r.params,
+                      .stop_tokens = stop_tokens_};
+    generate("/v1/completions", res, std::move(job), shape_for(false));
+  }));
 
-  http_->Get("/v1/models", [=, this](const httplib::Request& req, httplib::Response& res) {
-    try {
-      check_auth(req);
-      send_json(res, 200,
-                {{"object", "list"},
-                 {"data", json::array({{{"id", options_.model_name}, {"object", "model"},
-                                        {"created", 0}, {"owned_by", "oal"}}})}});
-      count("/v1/models", 200);
-    } catch (const ApiError& e) {
-      send_error(res, e);
-      count("/v1/models", e.status());
-    }
-  });
+  http_->Post("/v1/chat/completions", api_route("/v1/chat/completions", [=, this](const httplib::Request& req,
+                                                                                   httplib::Response& res) {
+    ChatRequest r = parse_chat_request(req.body, options_.limits);
+    check_model(r.model);
+    GenerationJob job{.prompt = tokenizer_.encode(render_chat(chat_, r.messages), /*add_bos=*/true),
+                      .params = r.params,
+                      .stop_tokens = chat_stop_tokens_};
+    generate("/v1/chat/completions", res, std::move(job), shape_for(true));
+  }));
+
+  http_->Get("/v1/models", api_route("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200,
+              {{"object", "list"},
+               {"data", json::array({{{"id", options_.model_name}, {"object", "model"},
+                                      {"created", 0}, {"owned_by", "oal"}}})}});
+    count("/v1/models", 200);
+  }));
 
   http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const EngineStats s = engine_.stats();
