@@ -4,6 +4,7 @@
 
 #include "oal/attention/qkv_shape.h"
 #include "oal/core/error.h"
+#include "oal/core/fnv1a.h"
 #include "oal/core/tensor_checks.h"
 
 namespace oal::attn {
@@ -79,6 +80,16 @@ at::Tensor FeatureMapMethod::forward_pairwise(const at::Tensor& q, const at::Ten
   return log_kernel_attention(log_kernel(q, k), v).to(q.scalar_type());
 }
 
+std::string FeatureMapMethod::fingerprint() const {
+  uint64_t h = k_fnv1a_offset;
+  for (const auto& [name, t] : state_dict()) {
+    fnv1a(h, name);
+    const at::Tensor c = t.detach().to(at::kCPU).to(at::kDouble).contiguous();
+    fnv1a(h, c.data_ptr<double>(), static_cast<size_t>(c.numel()) * sizeof(double));
+  }
+  return fmt::format("{}:{:016x}", name(), h);
+}
+
 std::unique_ptr<DecodeState> FeatureMapMethod::new_state(int64_t batch) const {
   return std::make_unique<FeatureDecodeState>(*this, batch);
 }
@@ -116,6 +127,32 @@ int64_t FeatureDecodeState::state_bytes() const {
   if (prefix_.log_shift.defined())
     n += prefix_.log_shift.numel() * prefix_.log_shift.element_size();
   return n;
+}
+
+StateSnapshot FeatureDecodeState::snapshot() const {
+  StateSnapshot s{.tokens = tokens_};
+  if (prefix_.empty()) return s;
+  s.add("S", prefix_.S);
+  s.add("z", prefix_.z);
+  if (prefix_.log_shift.defined()) s.add("log_shift", prefix_.log_shift);
+  return s;
+}
+
+void FeatureDecodeState::restore(const StateSnapshot& s) {
+  const std::string op = method_.name() + " decode";
+  check_restorable(op, s, tokens_, {"S", "z", "log_shift"});
+  if (s.tokens == 0) return;
+  const at::Tensor& S = *s.find(op, "S", 4);
+  const at::Tensor& z = *s.find(op, "z", 3);
+  const at::Tensor* shift = s.find(op, "log_shift", 2, /*required=*/false);
+  check(S.size(0) == batch_ && S.sizes().slice(0, 3) == z.sizes() &&
+            (method_.kv_heads() == S.size(1) || method_.q_heads() == S.size(1)),
+        op, "restore: S {} and z {} do not fit batch {} with {} query / {} KV heads", shape_str(S),
+        shape_str(z), batch_, method_.q_heads(), method_.kv_heads());
+  prefix_.S = S.clone();
+  prefix_.z = z.clone();
+  if (shift) prefix_.log_shift = shift->clone();
+  tokens_ = s.tokens;
 }
 
 }  // namespace oal::attn

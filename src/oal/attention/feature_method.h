@@ -64,6 +64,8 @@ class FeatureMapMethod : public AttentionMethod {
   // (same names and shapes, else oal::Error).
   virtual TensorMap state_dict() const = 0;
   virtual void load_state_dict(const TensorMap& tensors) = 0;
+  // name() and a hash of state_dict() (its values as fp64).
+  std::string fingerprint() const override;
 
   int64_t q_heads() const { return q_heads_; }
   int64_t kv_heads() const { return kv_heads_; }
@@ -91,6 +93,10 @@ class FeatureDecodeState : public DecodeState {
   at::Tensor extend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) override;
   int64_t tokens() const override { return tokens_; }
   int64_t state_bytes() const override;
+  // "S" [B, Hf, F, Dv], "z" [B, Hf, F] and, for Performer, "log_shift" [B, Hf] (none when
+  // empty).
+  StateSnapshot snapshot() const override;
+  void restore(const StateSnapshot& snapshot) override;
 
  private:
   const FeatureMapMethod& method_;

@@ -234,4 +234,24 @@ void HdDecodeState::absorb(const at::Tensor& q, const at::Tensor& k, const at::T
     hd_extend(q, k, v, kernels_, *state_, options_);
 }
 
+StateSnapshot HdDecodeState::snapshot() const {
+  StateSnapshot s{.tokens = tokens()};
+  if (state_ && state_->tokens > 0) s.add("S", state_->S);
+  return s;
+}
+
+void HdDecodeState::restore(const StateSnapshot& s) {
+  constexpr std::string_view op = "hd_decode";
+  check_restorable(op, s, tokens(), {"S"});
+  if (s.tokens == 0) return;  // an empty state is created at the first tokens
+  const at::Tensor& S = *s.find(op, "S", 4);
+  const int64_t d = kernels_.group_of.size(1);
+  check(S.size(0) == batch_ && S.size(1) >= 1 && kernels_.heads() % S.size(1) == 0 && S.size(2) == 1 + d + d * (d + 1) / 2 && S.size(3) >= 2 &&
+            (S.scalar_type() == at::kFloat || S.scalar_type() == at::kDouble),
+        op, "restore: S must be [{}, Hkv | {}, {}, Dv + 1] fp32 or fp64 for d = {}; got {} {}", batch_,
+        kernels_.heads(),
+        1 + d + d * (d + 1) / 2, d, shape_str(S), c10::toString(S.scalar_type()));
+  state_ = HdState{S.clone(), s.tokens};
+}
+
 }  // namespace oal::attn

@@ -164,6 +164,9 @@ class HdDecodeState : public DecodeState {
   void absorb(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) override;
   int64_t tokens() const override { return state_ ? state_->tokens : 0; }
   int64_t state_bytes() const override { return state_ ? state_->bytes() : 0; }
+  // "S" [B, Hkv, Df, Dv + 1] (none before the first tokens).
+  StateSnapshot snapshot() const override;
+  void restore(const StateSnapshot& snapshot) override;
   // The state (empty optional before the first extend of an empty-created decoder).
   const std::optional<HdState>& state() const { return state_; }
 

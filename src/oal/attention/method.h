@@ -13,7 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "oal/attention/state_snapshot.h"
+
 namespace oal::attn {
+
 
 // Streaming state of one method for one batch of sequences: a KV cache for softmax,
 // a constant-size HD state for OAL. Absorbs tokens in order.
@@ -37,6 +40,12 @@ class DecodeState {
   virtual int64_t tokens() const = 0;
   // Bytes held by the state now (grows with tokens for a KV cache, constant for HD).
   virtual int64_t state_bytes() const = 0;
+  // The contents as copies; restore() on a fresh state of the same method and batch
+  // gives a state that continues exactly as this one would.
+  virtual StateSnapshot snapshot() const = 0;
+  // Loads a snapshot into this state, which must be empty (fresh from new_state). Throws
+  // oal::Error naming what does not fit (tensor names, shapes, dtypes, token count).
+  virtual void restore(const StateSnapshot& snapshot) = 0;
 };
 
 class AttentionMethod {
@@ -50,6 +59,10 @@ class AttentionMethod {
                              const at::Tensor& v) const = 0;
   // An empty streaming state for `batch` sequences.
   virtual std::unique_ptr<DecodeState> new_state(int64_t batch) const = 0;
+  // Differs between two methods whose decode states are not interchangeable: name() by
+  // default; kernel-backed methods add a hash of their coefficients (oal serve refuses a
+  // saved state made under another model's attention).
+  virtual std::string fingerprint() const { return name(); }
   // Trainable parameters (tensors with requires_grad); empty for fixed methods.
   virtual std::vector<at::Tensor> parameters() const { return {}; }
 };

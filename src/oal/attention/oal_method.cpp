@@ -1,5 +1,9 @@
 #include "oal/attention/oal_method.h"
 
+#include <fmt/core.h>
+
+#include "oal/core/fnv1a.h"
+
 namespace oal::attn {
 
 QuadraticAttention::QuadraticAttention(LayerKernels kernels, HdOptions options, bool trainable)
@@ -27,6 +31,16 @@ at::Tensor QuadraticAttention::forward(const at::Tensor& q, const at::Tensor& k,
 
 std::unique_ptr<DecodeState> QuadraticAttention::new_state(int64_t batch) const {
   return std::make_unique<HdDecodeState>(kernels_, batch, options_);
+}
+
+std::string QuadraticAttention::fingerprint() const {
+  uint64_t h = k_fnv1a_offset;
+  for (const at::Tensor& t : {kernels_.L.detach().to(at::kDouble), kernels_.group_of.to(at::kDouble)}) {
+    const at::Tensor c = t.to(at::kCPU).contiguous();
+    fnv1a(h, c.data_ptr<double>(), static_cast<size_t>(c.numel()) * sizeof(double));
+  }
+  fnv1a(h, &kernels_.eps, sizeof(double));
+  return fmt::format("{}:{:016x}", name(), h);
 }
 
 std::vector<at::Tensor> QuadraticAttention::parameters() const {

@@ -32,6 +32,8 @@ class QuadraticAttention : public AttentionMethod {
                      const at::Tensor& v) const override;
   std::unique_ptr<DecodeState> new_state(int64_t batch) const override;
   std::vector<at::Tensor> parameters() const override;
+  // name() and a hash of L and the grouping (fp64 values).
+  std::string fingerprint() const override;
 
   const LayerKernels& kernels() const { return kernels_; }
   // The current kernels (detached copies of L), one per query head.

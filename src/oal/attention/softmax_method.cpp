@@ -152,6 +152,27 @@ at::Tensor SoftmaxKvCache::values() const {
   return v_buf_.defined() ? v_buf_.narrow(2, 0, len_) : at::Tensor();
 }
 
+StateSnapshot SoftmaxKvCache::snapshot() const {
+  StateSnapshot s{.tokens = len_};
+  if (len_ == 0) return s;
+  s.add("k", keys());
+  s.add("v", values());
+  return s;
+}
+
+void SoftmaxKvCache::restore(const StateSnapshot& s) {
+  check_restorable(k_cache_op, s, len_, {"k", "v"});
+  if (s.tokens == 0) return;
+  const at::Tensor& k = *s.find(k_cache_op, "k", 4);
+  const at::Tensor& v = *s.find(k_cache_op, "v", 4);
+  check(k.size(2) == s.tokens && v.size(2) == s.tokens && k.sizes().slice(0, 2) == v.sizes().slice(0, 2),
+        k_cache_op, "restore: k {} and v {} do not hold {} tokens of the same heads", shape_str(k),
+        shape_str(v), s.tokens);
+  check(k.scalar_type() == v.scalar_type(), k_cache_op, "restore: k is {}, v is {}",
+        c10::toString(k.scalar_type()), c10::toString(v.scalar_type()));
+  append(k, v, kernel_blocker(k, k, v).empty());  // the storage extend() would have chosen
+}
+
 int64_t SoftmaxKvCache::state_bytes() const {
   const at::Tensor& kb = kt_.defined() ? kt_ : k_buf_;
   const at::Tensor& vb = kt_.defined() ? v32_ : v_buf_;

@@ -32,6 +32,10 @@ class SoftmaxKvCache : public DecodeState {
   void absorb(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) override;
   int64_t tokens() const override { return len_; }
   int64_t state_bytes() const override;
+  // "k" [B, Hkv, n, D] and "v" [B, Hkv, n, Dv] in the storage dtype (none when empty).
+  StateSnapshot snapshot() const override;
+  // Appends the snapshot's keys and values (kernel storage when they are fp32/bf16).
+  void restore(const StateSnapshot& snapshot) override;
   // Whether the cache holds kernel storage (false before the first extend).
   bool kernel_storage() const { return kt_.defined(); }
   // The cached keys [B, Hkv, n, D] and values [B, Hkv, n, Dv] (views; fp32 for kernel

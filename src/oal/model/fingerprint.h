@@ -15,5 +15,7 @@ namespace oal::model {
 // fingerprint of its base model, while two checkpoints of one architecture differ.
 // Throws oal::Error("model_fingerprint") when the embedding tensor is missing.
 std::string model_fingerprint(const ModelWeights& weights);
+// The same from a config and its token embedding [V, hidden] (e.g. a built Transformer's).
+std::string model_fingerprint(const ModelConfig& config, const at::Tensor& embed_tokens);
 
 }  // namespace oal::model
