@@ -198,6 +198,39 @@ def gguf_seeds(out):
     write(out, "gguf", "every-type.gguf", body + b"".join(blobs))
 
 
+def state_file(identity, conv_id, tokens, layers):
+    """An oal serve state file (src/oal/serve/state_file.h): layers is a list of lists of
+    (name, dtype, shape, raw bytes)."""
+    header_layers, payload = [], b""
+    for tensors in layers:
+        entries = []
+        for name, dtype, shape, raw in tensors:
+            entries.append({"name": name, "dtype": dtype, "shape": shape, "offset": len(payload),
+                            "bytes": len(raw)})
+            payload += raw
+        header_layers.append({"tokens": len(tokens), "tensors": entries})
+    header = json.dumps({"identity": identity, "id": conv_id, "tokens": tokens,
+                         "layers": header_layers}).encode()
+    body = b"OALSTATE" + struct.pack("<IQ", 1, len(header)) + header + payload
+    h = 1469598103934665603  # FNV-1a 64, as src/oal/core/fnv1a.h
+    for byte in body:
+        h = ((h ^ byte) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return body + struct.pack("<Q", h)
+
+
+def state_file_seeds(out):
+    """Saved conversations under the fuzz target's identity: a KV-cache layer and an HD
+    layer with every dtype, an empty conversation state, and one under another identity."""
+    kv = [("k", "f32", [1, 1, 3, 2], struct.pack("<6f", *range(6))),
+          ("v", "f16", [1, 1, 3, 2], b"\0\x3c" * 6)]
+    hd = [("S", "f64", [1, 1, 6, 3], struct.pack("<18d", *range(18)))]
+    feat = [("S", "bf16", [1, 2, 2, 1], b"\x80\x3f" * 4), ("z", "f32", [1, 2, 2], struct.pack("<4f", 1, 2, 3, 4))]
+    write(out, "state_file", "hybrid.state", state_file("fuzz-identity", "conv-1", [5, 6, 7], [kv, hd]))
+    write(out, "state_file", "feature.state", state_file("fuzz-identity", "c_2", [1, 2], [feat]))
+    write(out, "state_file", "empty.state", state_file("fuzz-identity", "e", [], [[]]))
+    write(out, "state_file", "other-model.state", state_file("other", "conv-1", [5, 6, 7], [kv]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path)
@@ -211,6 +244,7 @@ def main():
     hf_config_seeds(a.out)
     eval_jsonl_seeds(a.out)
     gguf_seeds(a.out)
+    state_file_seeds(a.out)
     shared_used = [llama2c_model_seeds(a.out, a.shared), official_kernel_seed(a.out, a.shared)]
     shared_used += tokenizer_seeds(a.out, a.shared)
     if not (a.shared / "tok512.bin").exists():

@@ -10,7 +10,10 @@ the client cannot send:
   * 8 concurrent requests all complete, with the text each gives alone;
   * bad input: malformed JSON, wrong types, unknown model, empty prompt, absurd
     max_tokens, unknown route, oversized body, wrong API key -> OpenAI-shaped errors
-    with their 4xx status; a client that disconnects mid-stream leaves no sequence behind.
+    with their 4xx status; a client that disconnects mid-stream leaves no sequence behind;
+  * saved conversations: a follow-up continues from the saved states (cached_tokens), a
+    server restarted on its --state-dir resumes a conversation with the identical greedy
+    continuation, and a corrupt state file is refused (the conversation restarts).
 Exit 0 on success, 77 (ctest: skipped) when the venv or the data is missing and
 OAL_REQUIRE_SHARED is not set.
 """
@@ -56,12 +59,14 @@ if not OAL.exists():
 API_KEY = "test-key"
 
 
-def start_server(tmp):
+def start_server(tmp, extra=(), log_name="serve.log"):
     port_file = pathlib.Path(tmp) / "port"
-    log = open(pathlib.Path(tmp) / "serve.log", "w")
+    port_file.unlink(missing_ok=True)
+    log = open(pathlib.Path(tmp) / log_name, "a")
     proc = subprocess.Popen(
         [str(OAL), "serve", "--model", str(MODEL), "--port", "0", "--port-file", str(port_file),
-         "--api-key", API_KEY, "--name", "stories", "--max-sequences", "4", "--max-body", "4096"],
+         "--api-key", API_KEY, "--name", "stories", "--max-sequences", "4", "--max-body", "4096",
+         *extra],
         stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OAL_THREADS": "1"})
     for _ in range(300):
         if port_file.exists():
@@ -70,7 +75,17 @@ def start_server(tmp):
             break
         time.sleep(0.1)
     proc.kill()
-    sys.exit("FAIL: oal serve did not start:\n" + (pathlib.Path(tmp) / "serve.log").read_text())
+    sys.exit("FAIL: oal serve did not start:\n" + (pathlib.Path(tmp) / log_name).read_text())
+
+
+def stop_server(proc, tmp, log_name="serve.log"):
+    proc.terminate()
+    try:
+        rc = proc.wait(timeout=40)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        sys.exit("FAIL: oal serve did not stop on SIGTERM")
+    assert rc == 0, f"oal serve exited with {rc}:\n" + (pathlib.Path(tmp) / log_name).read_text()
 
 
 def raw(port, method, path, body=None, key=API_KEY, headers=None):
@@ -108,14 +123,64 @@ def main():
         try:
             run_checks(port)
         finally:
-            proc.terminate()
-            try:
-                rc = proc.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                sys.exit("FAIL: oal serve did not stop on SIGTERM")
-        assert rc == 0, f"oal serve exited with {rc}:\n" + (pathlib.Path(tmp) / "serve.log").read_text()
+            stop_server(proc, tmp)
+        conversation_checks(tmp)
     print("OK")
+
+
+def completion(port, prompt, conversation=None, n=16):
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=API_KEY, max_retries=0)
+    extra = {"conversation_id": conversation} if conversation else None
+    r = client.completions.create(model="stories", prompt=prompt, max_tokens=n, temperature=0,
+                                  extra_body=extra)
+    return r.choices[0].text, r.usage.prompt_tokens_details.cached_tokens, r.model_extra["conversation_id"]
+
+
+def conversation_checks(tmp):
+    """Turn 2 of a story continues turn 1's saved states: without a restart, after one
+    (the states written at shutdown and read back), and with the file corrupted."""
+    turn1 = "Once upon a time, there was a little girl"
+    states = pathlib.Path(tmp) / "states"
+    proc, port = start_server(tmp, ["--state-dir", str(states)], "conv.log")
+    try:
+        reply, cached, cid = completion(port, turn1, "story-1")
+        assert cached == 0 and cid == "story-1", (cached, cid)
+        turn2 = turn1 + reply + " One day"
+        ref, cached2, _ = completion(port, turn2, "story-1")
+        assert cached2 > len(turn1.split()), f"turn 2 reused {cached2} tokens"
+        # Unnamed requests continue the longest saved prefix and get ids of their own.
+        _, _, auto_id = completion(port, "Lily and Tom")
+        assert auto_id.startswith("conv-"), auto_id
+        expect_error(port, "/v1/completions", '{"prompt": "x", "conversation_id": "../x"}', 400,
+                     "conversation_id")
+        completion(port, turn1, "story-2")  # saved for the restart below
+    finally:
+        stop_server(proc, tmp, "conv.log")
+    assert (states / "story-2.state").exists(), sorted(p.name for p in states.iterdir())
+
+    proc, port = start_server(tmp, ["--state-dir", str(states)], "conv.log")
+    try:
+        got, cached, _ = completion(port, turn2, "story-2")
+        assert cached == cached2, (cached, cached2)
+        assert got == ref, (got, ref)  # the identical greedy continuation
+        completion(port, turn1, "story-3")
+    finally:
+        stop_server(proc, tmp, "conv.log")
+
+    path = states / "story-3.state"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    path.write_bytes(bytes(data))
+    proc, port = start_server(tmp, ["--state-dir", str(states)], "conv.log")
+    try:
+        got, cached, _ = completion(port, turn2, "story-3")
+        assert cached == 0 and got == ref, (cached, got, ref)  # read again from the prompt
+        _, metrics = raw(port, "GET", "/metrics")
+        assert "oal_state_restore_failures_total 1" in metrics, metrics
+    finally:
+        stop_server(proc, tmp, "conv.log")
+    assert "refused" in (pathlib.Path(tmp) / "conv.log").read_text()
+    assert (states / "story-3.state.corrupt").exists()
 
 
 def run_checks(port):

@@ -78,7 +78,10 @@ void run(const ServeArgs& a) {
   so.model_name = a.name.empty() ? fs::path(a.model).filename().string() : a.name;
   if (so.model_name.empty()) so.model_name = fs::path(a.model).parent_path().filename().string();
 
-  oal::serve::Engine engine(*model, *tok, a.engine);
+  oal::serve::EngineOptions eo = a.engine;
+  eo.store.identity = oal::serve::state_identity(*model);
+  eo.log = [](const std::string& notice) { fmt::print(stderr, "oal serve: {}\n", notice); };
+  oal::serve::Engine engine(*model, *tok, eo);
   oal::serve::Server server(engine, *tok, chat, oal::model::default_stop_tokens(model->config(), *tok), so);
   server.bind();
   if (!a.port_file.empty()) write_port_file(a.port_file, server.bound_port());
@@ -94,7 +97,8 @@ void run(const ServeArgs& a) {
   server.run();
   server_running = false;
   watcher.join();
-  fmt::print(stderr, "oal serve: stopped\n");
+  fmt::print(stderr, "oal serve: stopping{}\n",
+             a.engine.store.state_dir.empty() ? "" : " (saving conversations to --state-dir)");
 }
 
 oal::cli::Registrar reg{
@@ -141,6 +145,15 @@ oal::cli::Registrar reg{
                      "Connections served at once (each streaming response holds one)")
           ->capture_default_str()
           ->check(CLI::Range(2, 4096));
+      app.add_option("--max-state-memory", a->engine.store.max_state_memory,
+                     "Bytes for the states of active sequences and saved conversations (e.g. 2GB); "
+                     "beyond it the least recently used saved conversation goes to --state-dir, "
+                     "or is dropped without one (0: none stays in memory)")
+          ->transform(CLI::AsSizeValue(false))
+          ->capture_default_str();
+      app.add_option("--state-dir", a->engine.store.state_dir,
+                     "Directory for saved conversations (one checksummed file each; read back "
+                     "after a restart)");
       app.add_flag("--keep-dtype", a->keep_dtype, "Keep bf16/f16 weights as stored (half the memory, slower)");
       return [a] { run(*a); };
     }};

@@ -48,7 +48,10 @@ struct Engine::Sequence {
   model::Transformer::LayerStates states;
   model::Sampler sampler;
   TextStream text;
-  int64_t prefilled = 0;       // prompt tokens fed so far
+  std::string conversation_id;
+  std::vector<int32_t> fed;    // tokens the states absorbed (saved prefix, prompt, output)
+  int64_t cached = 0;          // prompt tokens taken from a saved conversation
+  int64_t prefilled = 0;       // prompt tokens in the states so far
   int32_t prev = -1;           // the last token, for decode_token
   int32_t next_token = -1;     // sampled, to be fed at the next decode step
   int64_t generated = 0;
@@ -61,7 +64,9 @@ struct Engine::Sequence {
 
 Engine::Engine(const model::Transformer& model, const text::Tokenizer& tokenizer,
                EngineOptions options)
-    : model_(model), tokenizer_(tokenizer), options_(options), next_seed_(std::random_device{}()) {
+    : model_(model), tokenizer_(tokenizer), options_(options), next_seed_(std::random_device{}()),
+      store_(model, options.store, options.log) {
+  stats_.conversations = store_.stats();
   check(options.max_sequences > 0 && options.max_queued >= 0 && options.prefill_chunk > 0, "serve",
         "engine options: expected max_sequences > 0, max_queued >= 0, prefill_chunk > 0; got {}, {}, {}",
         options.max_sequences, options.max_queued, options.prefill_chunk);
@@ -80,6 +85,7 @@ Engine::~Engine() {
   };
   for (auto& s : active_) if (!s->finished) fail(*s);
   for (auto& s : pending_) fail(*s);
+  store_.flush();
 }
 
 int64_t Engine::context_length() const { return model_.config().max_position_embeddings; }
@@ -144,10 +150,24 @@ void Engine::admit() {
   while (!pending_.empty() && static_cast<int64_t>(active_.size()) < options_.max_sequences) {
     active_.push_back(std::move(pending_.front()));
     pending_.pop_front();
-    active_.back()->states = model_.new_states(1);
+    start(*active_.back());
   }
   stats_.active = static_cast<int64_t>(active_.size());
   stats_.queued = static_cast<int64_t>(pending_.size());
+}
+
+void Engine::start(Sequence& s) {
+  const std::string& id = s.job.params.conversation_id;
+  // A request that named no conversation gets an id of its own even when it continues
+  // another's saved prefix: an id names one client's conversation.
+  s.conversation_id = id.empty() ? store_.new_id() : id;
+  if (auto saved = store_.take(id, s.job.prompt)) {
+    s.fed = std::move(saved->tokens);
+    s.states = std::move(saved->states);
+    s.cached = s.prefilled = static_cast<int64_t>(s.fed.size());
+  } else {
+    s.states = model_.new_states(1);
+  }
 }
 
 void Engine::prefill_one() {
@@ -161,6 +181,7 @@ void Engine::prefill_one() {
                                         static_cast<int64_t>(s.job.prompt.size()) - s.prefilled);
     at::Tensor tokens = token_tensor(s.job.prompt.data() + s.prefilled, n).view({1, n});
     at::Tensor h = model_.extend_hidden(tokens, s.states);
+    s.fed.insert(s.fed.end(), s.job.prompt.begin() + s.prefilled, s.job.prompt.begin() + s.prefilled + n);
     s.prefilled += n;
     if (!s.prefilling()) {
       s.prev = s.job.prompt.back();
@@ -185,7 +206,10 @@ void Engine::decode_all() {
   try {
     at::Tensor logits = model_.logits(
         model_.decode_rows(token_tensor(ids.data(), static_cast<int64_t>(ids.size())), states));
-    for (size_t r = 0; r < rows.size(); ++r) take_token(*rows[r], logits[r]);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      rows[r]->fed.push_back(ids[r]);
+      take_token(*rows[r], logits[r]);
+    }
   } catch (const std::exception& e) {
     for (Sequence* s : rows)
       if (!s->finished) finish(*s, "error", e.what());
@@ -220,13 +244,18 @@ void Engine::finish(Sequence& s, const std::string& reason, const std::string& e
     const std::string rest = reason == "error" ? "" : s.text.finish();
     if (!rest.empty()) s.out->push({.text = rest});
     s.out->push({.done = true, .finish_reason = reason, .error = error, .prompt_tokens = prompt,
-                 .completion_tokens = s.generated});
+                 .completion_tokens = s.generated, .cached_tokens = s.cached,
+                 .conversation_id = reason == "error" ? "" : s.conversation_id});
   }
+  // What the states absorbed is consistent after a normal end: keep it for a follow-up.
+  if (reason == "stop" || reason == "length")
+    store_.put(Conversation{.id = s.conversation_id, .tokens = std::move(s.fed), .states = std::move(s.states)});
+  s.states.clear();
   std::lock_guard<std::mutex> lock(mutex_);
   if (reason == "cancelled") stats_.requests_cancelled += 1;
   else if (reason == "error") stats_.requests_failed += 1;
   else stats_.requests_finished += 1;
-  stats_.prompt_tokens += s.prefilled;
+  stats_.prompt_tokens += s.prefilled - s.cached;
   stats_.completion_tokens += s.generated;
 }
 
@@ -236,9 +265,11 @@ void Engine::remove_finished() {
   int64_t bytes = 0;
   for (const auto& s : active_)
     for (const auto& st : s->states) bytes += st->state_bytes();
+  store_.enforce_budget(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.active = static_cast<int64_t>(active_.size());
   stats_.state_bytes = bytes;
+  stats_.conversations = store_.stats();
 }
 
 }  // namespace oal::serve

@@ -10,7 +10,10 @@
 //   3. advances every sequence that has finished its prompt by one token in one batched
 //      step (Transformer::decode_rows: the weights are read once for all of them).
 // Each sequence keeps its own layer states (a KV cache for softmax layers, the
-// constant-size state for OAL layers), freed when it ends.
+// constant-size state for OAL layers). A sequence that ends normally leaves them in the
+// conversation store (conversation_store.h) under its conversation id; a request that
+// continues a saved conversation (same id, or the longest saved token prefix of its
+// prompt) starts from those states and reads only the rest of its prompt.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "oal/model/transformer.h"
+#include "oal/serve/conversation_store.h"
 #include "oal/serve/openai_request.h"
 #include "oal/text/tokenizer.h"
 
@@ -33,6 +37,8 @@ struct EngineOptions {
   int64_t max_sequences = 16;  // decoded at once; > 0
   int64_t max_queued = 64;     // waiting for a slot beyond these → 503; >= 0
   int64_t prefill_chunk = 256; // prompt tokens per scheduler iteration; > 0
+  StoreOptions store{};        // saved conversations: memory budget, state directory
+  Log log{};                   // receives notices (state files refused, saves failed)
 };
 
 // One generation to run.
@@ -49,6 +55,8 @@ struct StreamEvent {
   std::string finish_reason{}; // done: "stop" | "length" | "error"
   std::string error{};         // finish_reason "error": what went wrong
   int64_t prompt_tokens = 0, completion_tokens = 0;  // done: usage
+  int64_t cached_tokens = 0;       // done: prompt tokens taken from a saved conversation
+  std::string conversation_id{};   // done: where this conversation's states are kept
 };
 
 // One request's events: written by the scheduler thread, read by an HTTP thread.
@@ -72,16 +80,19 @@ struct EngineStats {
   int64_t active = 0, queued = 0;
   int64_t state_bytes = 0;  // all active sequences' layer states
   int64_t requests_finished = 0, requests_cancelled = 0, requests_failed = 0;
-  int64_t prompt_tokens = 0, completion_tokens = 0;
+  int64_t prompt_tokens = 0, completion_tokens = 0;  // prompt tokens read (not reused), generated
   int64_t decode_steps = 0, decode_rows = 0;  // batched steps and the sequences they advanced
   double prefill_seconds = 0, decode_seconds = 0;
+  StoreStats conversations;  // saved conversations (memory, disk, reuse)
 };
 
 class Engine {
  public:
   // `model` and `tokenizer` must outlive the engine. Starts the scheduler thread.
   Engine(const model::Transformer& model, const text::Tokenizer& tokenizer, EngineOptions options);
-  ~Engine();  // stops the scheduler; requests still running end with an error event
+  // Stops the scheduler; requests still running end with an error event; saved
+  // conversations still in memory are written to the state directory.
+  ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
@@ -102,6 +113,8 @@ class Engine {
   void take_token(Sequence& s, const at::Tensor& logits);
   void finish(Sequence& s, const std::string& reason, const std::string& error = {});
   void remove_finished();
+  // Takes the states for a newly admitted sequence (saved conversation or fresh).
+  void start(Sequence& s);
 
   const model::Transformer& model_;
   const text::Tokenizer& tokenizer_;
@@ -115,6 +128,7 @@ class Engine {
   uint64_t next_seed_;
 
   std::vector<std::unique_ptr<Sequence>> active_;  // scheduler thread only
+  ConversationStore store_;                        // scheduler thread only
   std::thread thread_;
 };
 

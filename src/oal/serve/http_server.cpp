@@ -36,7 +36,8 @@ struct Shape {
   json usage(const StreamEvent& done) const {
     return {{"prompt_tokens", done.prompt_tokens},
             {"completion_tokens", done.completion_tokens},
-            {"total_tokens", done.prompt_tokens + done.completion_tokens}};
+            {"total_tokens", done.prompt_tokens + done.completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", done.cached_tokens}}}};
   }
   json head(const char* object) const {
     return {{"id", id}, {"object", object}, {"created", created}, {"model", model}};
@@ -49,6 +50,7 @@ struct Shape {
     else choice["text"] = text, choice["logprobs"] = nullptr;
     j["choices"] = json::array({choice});
     j["usage"] = usage(done);
+    j["conversation_id"] = done.conversation_id;  // an extension: continue it by this id
     return j;
   }
   // One SSE chunk: a piece of text, or (finish non-empty) the last chunk.
@@ -139,6 +141,15 @@ std::string Server::metrics_text() const {
   metric("oal_decode_rows_total", "counter", "Sequence-steps those decode steps advanced.", s.decode_rows);
   metric("oal_prefill_seconds_total", "counter", "Seconds spent reading prompts.", s.prefill_seconds);
   metric("oal_decode_seconds_total", "counter", "Seconds spent in decode steps.", s.decode_seconds);
+  const StoreStats& c = s.conversations;
+  metric("oal_conversations_in_memory", "gauge", "Saved conversations held in memory.", c.in_memory);
+  metric("oal_conversation_state_bytes", "gauge", "Bytes held by the saved conversations in memory.", c.memory_bytes);
+  metric("oal_conversations_on_disk", "gauge", "Saved conversations in the state directory.", c.on_disk);
+  metric("oal_conversation_hits_total", "counter", "Requests that continued a saved conversation.", c.hits);
+  metric("oal_conversation_reused_tokens_total", "counter", "Prompt tokens not read again thanks to saved states.", c.reused_tokens);
+  metric("oal_conversation_evictions_total", "counter", "Conversations moved out of memory (to disk, or dropped without --state-dir).", c.evictions);
+  metric("oal_state_restore_failures_total", "counter", "State files refused (corrupt, truncated, another model).", c.restore_failures);
+  metric("oal_state_write_failures_total", "counter", "Conversations that could not be written to the state directory.", c.write_failures);
   metric("oal_decode_tokens_per_second", "gauge", "Tokens per second over all decode steps so far.",
          s.decode_seconds > 0 ? s.decode_rows / s.decode_seconds : 0.0);
   return out;
@@ -227,6 +238,7 @@ void Server::routes() {
             if (*first) send(shape.chunk("", "", true));
             json last = shape.chunk("", e->finish_reason, false);
             last["usage"] = shape.usage(*e);
+            last["conversation_id"] = e->conversation_id;
             send(last);
           }
           const std::string end = "data: [DONE]\n\n";
@@ -266,7 +278,7 @@ void Server::routes() {
     check_model(r.model);
     GenerationJob job{.prompt = r.prompt ? tokenizer_.encode(*r.prompt, /*add_bos=*/true) : r.prompt_tokens,
                       .params = r.params,
-                      .stop_tokens = stop_tokens_};
+                      .stop_tokens = r.params.ignore_eos ? std::vector<int32_t>{} : stop_tokens_};
     generate("/v1/completions", res, std::move(job), shape_for(false));
   }));
 
@@ -276,7 +288,7 @@ void Server::routes() {
     check_model(r.model);
     GenerationJob job{.prompt = tokenizer_.encode(render_chat(chat_, r.messages), /*add_bos=*/true),
                       .params = r.params,
-                      .stop_tokens = chat_stop_tokens_};
+                      .stop_tokens = r.params.ignore_eos ? std::vector<int32_t>{} : chat_stop_tokens_};
     generate("/v1/chat/completions", res, std::move(job), shape_for(true));
   }));
 

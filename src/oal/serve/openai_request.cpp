@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "oal/serve/api_error.h"
+#include "oal/serve/state_file.h"
 
 namespace oal::serve {
 namespace {
@@ -107,6 +108,14 @@ GenerationParams generation_params(const json& j, const RequestLimits& limits, b
   }
   p.stop = stop_strings(j, limits.max_stop);
   p.stream = flag(j, "stream");
+  p.ignore_eos = flag(j, "ignore_eos");
+  if (const json* f = field(j, "conversation_id")) {
+    if (!f->is_string() || !valid_conversation_id(f->get<std::string>()))
+      throw bad_request("conversation_id",
+                        "'conversation_id' must be a string of 1 to 64 letters, digits, '_' or '-', got {}",
+                        f->dump());
+    p.conversation_id = f->get<std::string>();
+  }
   return p;
 }
 

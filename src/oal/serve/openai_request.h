@@ -27,6 +27,10 @@ struct GenerationParams {
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;  // non-empty strings
   bool stream = false;
+  bool ignore_eos = false;  // an extension (as llama-server's): end-of-text tokens do not stop
+  // An extension: the saved conversation to continue and to save this one under ("" =
+  // the longest saved prefix of the prompt, saved under a new id).
+  std::string conversation_id;
 };
 
 struct CompletionRequest {
