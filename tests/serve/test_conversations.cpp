@@ -258,6 +258,9 @@ TEST(Engine, ResumesASavedConversationAfterARestart) {
     const auto [t1, d1] = run(e, turn1, "chat-1", 6);
     EXPECT_EQ(d1.conversation_id, "chat-1");
     EXPECT_EQ(d1.cached_tokens, 0);
+    // Counted before the done event went out (a client's next /metrics includes it).
+    EXPECT_EQ(e.stats().conversations.in_memory, 1);
+    EXPECT_EQ(e.stats().requests_finished, 1);
     const auto [t2, d2] = run(e, turn2, "chat-1", 8);
     EXPECT_EQ(d2.cached_tokens, saved_tokens);
     EXPECT_EQ(e.stats().prompt_tokens, static_cast<int64_t>(turn1.size() + turn2.size()) - saved_tokens);

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <random>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "oal/core/error.h"
 #include "oal/model/sampler.h"
@@ -133,7 +136,17 @@ void Engine::loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
+      if (pending_.empty() && active_.empty() && !idle_) {
+        // Nothing to do: hand freed state memory back to the system. glibc keeps freed
+        // blocks in its per-thread arenas otherwise, so a server's RSS would stay at its
+        // busiest level after the load is gone.
+        idle_ = true;
+#if defined(__GLIBC__)
+        malloc_trim(0);
+#endif
+      }
       wake_.wait(lock, [&] { return stop_ || !pending_.empty() || !active_.empty(); });
+      idle_ = false;
       if (stop_) return;
     }
     admit();
@@ -239,24 +252,29 @@ void Engine::take_token(Sequence& s, const at::Tensor& logits) {
 
 void Engine::finish(Sequence& s, const std::string& reason, const std::string& error) {
   s.finished = true;
-  const int64_t prompt = static_cast<int64_t>(s.job.prompt.size());
-  if (reason != "cancelled") {
-    const std::string rest = reason == "error" ? "" : s.text.finish();
-    if (!rest.empty()) s.out->push({.text = rest});
-    s.out->push({.done = true, .finish_reason = reason, .error = error, .prompt_tokens = prompt,
-                 .completion_tokens = s.generated, .cached_tokens = s.cached,
-                 .conversation_id = reason == "error" ? "" : s.conversation_id});
-  }
   // What the states absorbed is consistent after a normal end: keep it for a follow-up.
-  if (reason == "stop" || reason == "length")
+  const bool normal = reason == "stop" || reason == "length";
+  if (normal)
     store_.put(Conversation{.id = s.conversation_id, .tokens = std::move(s.fed), .states = std::move(s.states)});
   s.states.clear();
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (reason == "cancelled") stats_.requests_cancelled += 1;
-  else if (reason == "error") stats_.requests_failed += 1;
-  else stats_.requests_finished += 1;
-  stats_.prompt_tokens += s.prefilled - s.cached;
-  stats_.completion_tokens += s.generated;
+  {
+    // Counted before the client hears that it is done, so that what it asks next
+    // (/metrics) already includes this request.
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.conversations = store_.stats();
+    if (reason == "cancelled") stats_.requests_cancelled += 1;
+    else if (reason == "error") stats_.requests_failed += 1;
+    else stats_.requests_finished += 1;
+    stats_.prompt_tokens += s.prefilled - s.cached;
+    stats_.completion_tokens += s.generated;
+  }
+  if (reason == "cancelled") return;
+  const std::string rest = normal ? s.text.finish() : "";
+  if (!rest.empty()) s.out->push({.text = rest});
+  s.out->push({.done = true, .finish_reason = reason, .error = error,
+               .prompt_tokens = static_cast<int64_t>(s.job.prompt.size()),
+               .completion_tokens = s.generated, .cached_tokens = s.cached,
+               .conversation_id = normal ? s.conversation_id : ""});
 }
 
 void Engine::remove_finished() {

@@ -124,6 +124,7 @@ class Engine {
   std::condition_variable wake_;
   std::deque<std::unique_ptr<Sequence>> pending_;
   bool stop_ = false;
+  bool idle_ = false;  // trimmed the heap since the last work
   EngineStats stats_;
   uint64_t next_seed_;
 
