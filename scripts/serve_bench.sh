@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# docs/serve.md's measurements: `oal serve` on SmolLM2-135M-Instruct (the GGUF as
+# shipped = softmax, the paper-range hybrid and the all-OAL model converted from it) and
+# llama.cpp's llama-server on the same GGUF file — same machine, loopback, the CPU's
+# threads for both, one server at a time — through scripts/serve_load.py.
+#
+#   throughput   1, 4 and 16 concurrent clients, 2 streamed completions each of 64 tokens
+#                (ignore_eos) after 128-token prompts: tokens/s, p50/p99 per-token latency
+#   memory       a fresh server per model, one conversation each of 1K / 4K / 8K
+#                positions: its saved state bytes
+#   long16       softmax and all-OAL: 16 conversations of 2048-token prompts at once,
+#                state bytes per sequence sampled while they run
+#   mixed        all-OAL: 1000 requests, ~30% invalid and ~3% clients leaving mid-stream,
+#                8 clients, --max-state-memory 0 (nothing kept after a request): every
+#                answer checked, RSS before / peak / after
+#   peer         llama-server, the throughput scenario (16 slots, continuous batching,
+#                flash attention, f16 KV cache)
+#
+# Needs the converted models of `STEPS=convert scripts/smollm2_paper.sh` (or any
+# conv-oal-all / conv-oal-hybrid under CONV) and the peer of scripts/build-llama-cpp.sh.
+# Environment: OAL=build/release/oal OUT=runs/serve CONV=runs/smollm2 STEPS="..."
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OAL=${OAL:-build/release/oal}
+OUT=${OUT:-runs/serve}
+CONV=${CONV:-runs/smollm2}
+STEPS=${STEPS:-throughput memory long16 mixed peer}
+M=${OAL_MODEL_CACHE:-.cache/models}/SmolLM2-135M-Instruct.Q4_1.gguf
+[ -f "$M" ] || bash scripts/fetch-models.sh
+mkdir -p "$OUT"
+load() { python3 scripts/serve_load.py "$@"; }
+variant() {  # the model file or directory of a variant
+  case $1 in
+    softmax) echo "$M" ;;
+    hybrid) echo "$CONV/conv-oal-hybrid" ;;
+    all) echo "$CONV/conv-oal-all" ;;
+  esac
+}
+throughput=(--scenario throughput --concurrency 1,4,16 --rounds 2 --prompt-tokens 128 --max-tokens 64)
+
+for step in $STEPS; do
+  case $step in
+    throughput)
+      for v in softmax hybrid all; do
+        load --oal "$OAL" --model "$(variant $v)" "${throughput[@]}" -- --max-sequences 16 > "$OUT/$v.json"
+      done ;;
+    memory)
+      for v in softmax hybrid all; do
+        load --oal "$OAL" --model "$(variant $v)" --scenario memory --contexts 1024,4096,8192 \
+          -- --max-state-memory 4GiB > "$OUT/memory-$v.json"
+      done ;;
+    long16)
+      for v in softmax all; do
+        load --oal "$OAL" --model "$(variant $v)" --scenario throughput --concurrency 16 --rounds 1 \
+          --prompt-tokens 2048 --max-tokens 64 -- --max-sequences 16 > "$OUT/long16-$v.json"
+      done ;;
+    mixed)
+      load --oal "$OAL" --model "$CONV/conv-oal-all" --scenario mixed --requests 1000 --workers 8 \
+        --max-tokens 16 --prompt-tokens 64 -- --max-sequences 8 --max-state-memory 0 > "$OUT/mixed.json" ;;
+    peer)
+      bash scripts/build-llama-cpp.sh
+      port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+      # 16 slots of 4096 tokens each (llama-server divides -c among its slots).
+      .cache/peer/bin/llama-server -m "$M" --host 127.0.0.1 --port "$port" --api-key load-key \
+        -c 65536 -np 16 -t "$(nproc)" -tb "$(nproc)" -fa --no-webui > "$OUT/llama-server.log" 2>&1 &
+      pid=$!
+      trap 'kill $pid 2>/dev/null || true' EXIT
+      python3 - "$port" <<'PY'
+import sys, time, urllib.request
+for _ in range(600):
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/health", timeout=5)
+        break
+    except OSError:
+        time.sleep(0.5)
+PY
+      load --url "http://127.0.0.1:$port" --pid "$pid" "${throughput[@]}" > "$OUT/llama-server.json"
+      kill "$pid"; wait "$pid" 2>/dev/null || true
+      trap - EXIT ;;
+    *) echo "serve_bench: unknown step '$step'" >&2; exit 2 ;;
+  esac
+done
+echo "serve_bench: results in $OUT" >&2

@@ -1,0 +1,439 @@
+#!/usr/bin/env python3
+"""A bounded load generator for OpenAI-compatible servers on loopback (`oal serve`, and
+llama.cpp's server for comparison). Standard library only; every run is bounded in
+request count and in time.
+
+Scenarios (--scenario, several may be given; results as one JSON object on stdout):
+  throughput  for each concurrency C in --concurrency: C clients at once, each streaming
+              --rounds completions of --max-tokens tokens after a prompt of
+              --prompt-tokens token ids; total generated tokens/s over the wall time,
+              per-token latency (gaps between streamed chunks) p50/p99, time to first
+              token p50, and (oal) the least and most state bytes per active sequence
+              sampled from /metrics while the clients run.
+  mixed       --requests requests from --workers clients, about --invalid-fraction of them
+              invalid (malformed JSON, wrong types, unknown model, empty prompt, absurd
+              max_tokens, bad conversation id, wrong key, oversized body, unknown route,
+              a client disconnecting mid-stream); every answer is checked (valid: 200 and
+              a finish_reason; invalid: its 4xx status and an OpenAI-shaped error), the
+              server must stay up, and its RSS is read cold, after a warm-up of one
+              request per client (the start), at the peak and after.
+  memory      for each N in --contexts: one conversation of N - 1 prompt tokens and one
+              generated token (N positions), then the saved conversation's state bytes
+              from /metrics (oal serve only).
+
+The server is started here (--oal BIN --model PATH, extra `oal serve` flags after --) or
+given (--url, with --pid for its RSS). Token-id prompts are drawn from --token-range with
+a fixed seed, so every server reads the same tokens.
+
+  scripts/serve_load.py --oal build/release/oal --model M.gguf --scenario throughput \\
+      --concurrency 1,4,16 --json -- --max-sequences 16
+"""
+import argparse
+import http.client
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+
+def percentile(xs, p):
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def rss_bytes(pid):
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+class Server:
+    def __init__(self, a):
+        self.proc, self.key, self.pid = None, a.api_key, a.pid
+        if a.url:
+            host, _, port = a.url.replace("http://", "").rstrip("/").partition(":")
+            self.host, self.port = host, int(port or 80)
+            return
+        self.tmp = tempfile.mkdtemp(prefix="serve_load_")
+        port_file = Path(self.tmp) / "port"
+        cmd = [a.oal, "serve", "--model", a.model, "--port", "0", "--port-file", str(port_file),
+               "--api-key", self.key, "--name", "m"] + a.serve_args
+        self.log = open(Path(self.tmp) / "serve.log", "w")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        self.pid, self.host = self.proc.pid, "127.0.0.1"
+        deadline = time.time() + 600
+        while not port_file.exists():
+            if self.proc.poll() is not None or time.time() > deadline:
+                sys.exit("serve_load: the server did not start:\n" + (Path(self.tmp) / "serve.log").read_text())
+            time.sleep(0.2)
+        time.sleep(0.1)
+        self.port = int(port_file.read_text())
+
+    def alive(self):
+        return self.proc is None or self.proc.poll() is None
+
+    def stop(self):
+        if self.proc:
+            self.proc.terminate()
+            self.proc.wait(timeout=60)
+
+    def request(self, method, path, body=None, key="default", timeout=600, headers=None):
+        """(status, text) of one plain request."""
+        c = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        h = {"Content-Type": "application/json"}
+        k = self.key if key == "default" else key
+        if k:
+            h["Authorization"] = f"Bearer {k}"
+        h.update(headers or {})
+        data = body if isinstance(body, (bytes, type(None))) else body.encode()
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        text = r.read().decode(errors="replace")
+        c.close()
+        return r.status, text
+
+    def stream(self, body, timeout=600):
+        """Streams one completion: (status, [chunk arrival times], finish_reason, t_start)."""
+        c = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        t0 = time.perf_counter()
+        c.request("POST", "/v1/completions", body=json.dumps({**body, "stream": True}),
+                  headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.key}"})
+        r = c.getresponse()
+        if r.status != 200:
+            r.read()
+            return r.status, [], None, t0
+        times, finish = [], None
+        while True:
+            line = r.readline()
+            if not line:
+                break
+            line = line.strip()
+            if not line.startswith(b"data:"):
+                continue
+            payload = line[5:].strip()
+            if payload == b"[DONE]":
+                break
+            j = json.loads(payload)
+            ch = j.get("choices") or [{}]
+            if ch[0].get("text"):
+                times.append(time.perf_counter())
+            finish = ch[0].get("finish_reason") or finish
+        c.close()
+        return 200, times, finish, t0
+
+    def metrics(self):
+        try:
+            status, text = self.request("GET", "/metrics", timeout=30)
+        except OSError:
+            return {}
+        if status != 200:
+            return {}
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#") and "{" not in line:
+                name, _, value = line.partition(" ")
+                try:
+                    out[name] = float(value)
+                except ValueError:
+                    pass
+        return out
+
+
+def token_prompt(rng, n, lo, hi):
+    return [rng.randrange(lo, hi) for _ in range(n)]
+
+
+def throughput(srv, a):
+    rows = []
+    for conc in a.concurrency:
+        rng = random.Random(conc)
+        prompts = [token_prompt(rng, a.prompt_tokens, *a.token_range) for _ in range(conc)]
+        gaps, ttft, tokens, errors = [], [], [0], []
+        per_seq = []  # state bytes per active sequence, sampled
+        lock = threading.Lock()
+        stop_sampling = threading.Event()
+
+        def sample():  # state bytes per active sequence, while the clients run
+            while not stop_sampling.is_set():
+                m = srv.metrics()
+                if m.get("oal_sequences_active", 0) > 0:
+                    per = m.get("oal_state_bytes", 0) / m["oal_sequences_active"]
+                    with lock:
+                        per_seq.append(per)
+                stop_sampling.wait(0.5)
+
+        def client(i):
+            for _ in range(a.rounds):
+                body = {"model": "m", "prompt": prompts[i], "max_tokens": a.max_tokens, "temperature": 0,
+                        "ignore_eos": True}
+                status, times, finish, t0 = srv.stream(body)
+                with lock:
+                    if status != 200 or not times:
+                        errors.append(status)
+                        continue
+                    ttft.append(times[0] - t0)
+                    gaps.extend(b - a_ for a_, b in zip(times, times[1:]))
+                    tokens[0] += len(times)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(conc)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - t0
+        stop_sampling.set()
+        sampler.join()
+        rows.append({"concurrency": conc, "requests": conc * a.rounds, "errors": len(errors),
+                     "generated_chunks": tokens[0], "wall_s": round(wall, 3),
+                     "tokens_per_s": round(tokens[0] / wall, 2),
+                     "token_latency_ms_p50": round(1e3 * percentile(gaps, 50), 2) if gaps else None,
+                     "token_latency_ms_p99": round(1e3 * percentile(gaps, 99), 2) if gaps else None,
+                     "ttft_ms_p50": round(1e3 * statistics.median(ttft), 1) if ttft else None,
+                     "state_bytes_per_sequence_min": int(min(per_seq)) if per_seq else None,
+                     "state_bytes_per_sequence_max": int(max(per_seq)) if per_seq else None,
+                     "rss_bytes_end": rss_bytes(srv.pid)})
+        print(f"serve_load: throughput C={conc}: {rows[-1]}", file=sys.stderr)
+    return rows
+
+
+# Invalid requests and the status each must get.
+def invalid_cases(big):
+    p = "/v1/completions"
+    return [
+        ("malformed json", p, "{not json", 400, "default"),
+        ("empty body", p, "", 400, "default"),
+        ("wrong type", p, '{"prompt": 5}', 400, "default"),
+        ("empty prompt", p, '{"prompt": ""}', 400, "default"),
+        ("absurd max_tokens", p, '{"prompt": "x", "max_tokens": 100000000}', 400, "default"),
+        ("negative temperature", p, '{"prompt": "x", "temperature": -1}', 400, "default"),
+        ("bad conversation id", p, '{"prompt": "x", "conversation_id": "../etc"}', 400, "default"),
+        ("unknown model", p, '{"prompt": "x", "model": "gpt-9"}', 404, "default"),
+        ("wrong key", p, '{"prompt": "x"}', 401, "wrong"),
+        ("no key", p, '{"prompt": "x"}', 401, None),
+        ("oversized body", p, json.dumps({"prompt": "x" * big}), 413, "default"),
+        ("unknown route", "/v1/embeddings", '{"input": "x"}', 404, "default"),
+        ("chat without content", "/v1/chat/completions", '{"messages": [{"role": "user"}]}', 400, "default"),
+    ]
+
+
+def disconnect_mid_stream(srv, prompt):
+    body = json.dumps({"model": "m", "prompt": prompt, "max_tokens": 200, "stream": True})
+    with socket.create_connection((srv.host, srv.port), timeout=60) as s:
+        s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {srv.key}\r\n"
+                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
+        got = b""
+        while b"data:" not in got:
+            more = s.recv(4096)
+            if not more:
+                return False
+            got += more
+    return True
+
+
+def mixed(srv, a):
+    cold_rss = rss_bytes(srv.pid)
+    rng = random.Random(1)
+    cases = invalid_cases(a.max_body + 1)
+    plan = []
+    for i in range(a.requests):
+        r = rng.random()
+        if r < a.invalid_fraction:
+            plan.append(("invalid", rng.choice(cases)))
+        elif r < a.invalid_fraction + 0.03:
+            plan.append(("disconnect", None))
+        else:
+            plan.append(("valid", {"chat": rng.random() < 0.4, "stream": rng.random() < 0.5,
+                                   "max_tokens": rng.randint(1, a.max_tokens),
+                                   "prompt": token_prompt(rng, rng.randint(4, a.prompt_tokens), *a.token_range)}))
+    # Warm-up (not counted): every worker's first requests touch the weights and the
+    # allocator's arenas, so the starting level is the server's working size.
+    def warm(i):
+        srv.request("POST", "/v1/completions", json.dumps(
+            {"model": "m", "prompt": token_prompt(random.Random(i), a.prompt_tokens, *a.token_range),
+             "max_tokens": a.max_tokens, "temperature": 0}))
+    warmers = [threading.Thread(target=warm, args=(i,)) for i in range(a.workers)]
+    for t in warmers:
+        t.start()
+    for t in warmers:
+        t.join()
+    time.sleep(1)
+    results = {"valid_ok": 0, "valid_failed": [], "invalid_ok": 0, "invalid_wrong": [], "disconnects": 0}
+    lock = threading.Lock()
+    it = iter(enumerate(plan))
+    deadline = time.time() + a.time_limit
+    rss = {"cold": cold_rss, "start": rss_bytes(srv.pid), "peak": rss_bytes(srv.pid) or 0}
+    m0 = srv.metrics()
+
+    def run_one(kind, spec):
+        if kind == "invalid":
+            name, path, body, want, key = spec
+            status, text = srv.request("POST", path, body, key=key)
+            try:
+                ok = status == want and json.loads(text)["error"]["message"]
+            except (ValueError, KeyError, TypeError):
+                ok = False
+            with lock:
+                if ok:
+                    results["invalid_ok"] += 1
+                else:
+                    results["invalid_wrong"].append((name, status, text[:200]))
+        elif kind == "disconnect":
+            disconnect_mid_stream(srv, [rng.randrange(*a.token_range) for _ in range(8)])
+            with lock:
+                results["disconnects"] += 1
+        else:
+            prompt = spec["prompt"]
+            if spec["chat"]:
+                body = {"model": "m", "max_tokens": spec["max_tokens"], "temperature": 0.7, "seed": 3,
+                        "messages": [{"role": "user", "content": " ".join(f"w{t}" for t in prompt)}]}
+                path = "/v1/chat/completions"
+            else:
+                body = {"model": "m", "max_tokens": spec["max_tokens"], "temperature": 0.7, "seed": 3,
+                        "prompt": prompt}
+                path = "/v1/completions"
+            if spec["stream"] and not spec["chat"]:
+                status, _, finish, _ = srv.stream(body)
+                ok = status == 200 and finish in ("stop", "length")
+            else:
+                status, text = srv.request("POST", path, json.dumps(body))
+                try:
+                    ok = status == 200 and json.loads(text)["choices"][0]["finish_reason"] in ("stop", "length")
+                except (ValueError, KeyError, IndexError, TypeError):
+                    ok = False
+            with lock:
+                if ok:
+                    results["valid_ok"] += 1
+                else:
+                    results["valid_failed"].append((path, status))
+
+    def worker():
+        while time.time() < deadline:
+            with lock:
+                nxt = next(it, None)
+            if nxt is None:
+                return
+            try:
+                run_one(*nxt[1])
+            except OSError as e:  # a refused connection means the server is gone
+                with lock:
+                    results["valid_failed"].append(("connection", str(e)))
+            r = rss_bytes(srv.pid)
+            if r:
+                with lock:
+                    rss["peak"] = max(rss["peak"], r)
+
+    t0 = time.time()
+    threads = [threading.Thread(target=worker) for _ in range(a.workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.time() - t0
+    for _ in range(100):  # let cancelled sequences drain
+        m = srv.metrics()
+        if m.get("oal_sequences_active", 0) == 0:
+            break
+        time.sleep(0.1)
+    time.sleep(2)  # the server trims its heap once idle
+    m1 = srv.metrics()
+    rss["end"] = rss_bytes(srv.pid)
+    n_valid = sum(1 for k, _ in plan if k == "valid")
+    n_invalid = sum(1 for k, _ in plan if k == "invalid")
+    out = {"requests_planned": len(plan), "valid": n_valid, "invalid": n_invalid,
+           "disconnect_clients": results["disconnects"], "wall_s": round(wall, 1),
+           "valid_completed": results["valid_ok"], "valid_failed": results["valid_failed"][:10],
+           "invalid_answered_correctly": results["invalid_ok"],
+           "invalid_wrong": results["invalid_wrong"][:10], "server_alive": srv.alive(),
+           "rss_bytes": rss,
+           "active_after": m1.get("oal_sequences_active"), "state_bytes_after": m1.get("oal_state_bytes"),
+           "saved_conversation_bytes_before": m0.get("oal_conversation_state_bytes"),
+           "saved_conversation_bytes_after": m1.get("oal_conversation_state_bytes"),
+           "cancelled": m1.get("oal_generations_cancelled_total")}
+    print(f"serve_load: mixed: {out}", file=sys.stderr)
+    return out
+
+
+def memory(srv, a):
+    rows = []
+    rng = random.Random(5)
+    for n in a.contexts:
+        before = srv.metrics().get("oal_conversation_state_bytes", 0)
+        body = {"model": "m", "prompt": token_prompt(rng, n - 1, *a.token_range), "max_tokens": 1,
+                "temperature": 0}
+        t0 = time.perf_counter()
+        status, text = srv.request("POST", "/v1/completions", json.dumps(body))
+        wall = time.perf_counter() - t0
+        after = srv.metrics().get("oal_conversation_state_bytes", 0)
+        rows.append({"context": n, "saved_tokens": n - 1, "status": status, "state_bytes": int(after - before),
+                     "prefill_s": round(wall, 2), "rss_bytes": rss_bytes(srv.pid)})
+        print(f"serve_load: memory N={n}: {rows[-1]}", file=sys.stderr)
+    return rows
+
+
+def ints(s):
+    return [int(x) for x in s.split(",") if x]
+
+
+def main():
+    argv = sys.argv[1:]
+    serve_args = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, serve_args = argv[:i], argv[i + 1:]
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--oal", default="build/release/oal")
+    ap.add_argument("--model")
+    ap.add_argument("--url", help="an already running server (http://127.0.0.1:PORT)")
+    ap.add_argument("--pid", type=int, help="its process id, for RSS")
+    ap.add_argument("--api-key", default="load-key")
+    ap.add_argument("--scenario", action="append", choices=["throughput", "mixed", "memory"])
+    ap.add_argument("--concurrency", type=ints, default=[1, 4, 16])
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--prompt-tokens", type=int, default=64)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--token-range", type=ints, default=[1000, 20000])
+    ap.add_argument("--requests", type=int, default=1000)
+    ap.add_argument("--workers", type=int, default=8)
+    ap.add_argument("--invalid-fraction", type=float, default=0.3)
+    ap.add_argument("--max-body", type=int, default=1 << 20, help="the server's --max-body")
+    ap.add_argument("--time-limit", type=float, default=1800, help="seconds for the mixed scenario")
+    ap.add_argument("--contexts", type=ints, default=[1024, 8192])
+    ap.add_argument("--json", action="store_true", help="(output is always JSON on stdout)")
+    a = ap.parse_args(argv)
+    a.serve_args = serve_args
+    if not a.url and not a.model:
+        ap.error("give --model (the server is started here) or --url")
+    srv = Server(a)
+    out = {"server": a.url or f"oal serve --model {a.model} {' '.join(serve_args)}".strip(),
+           "cpu": next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
+                        if l.startswith("model name")), "?"),
+           "rss_at_start": rss_bytes(srv.pid)}
+    try:
+        for s in a.scenario or ["throughput"]:
+            out[s] = {"throughput": throughput, "mixed": mixed, "memory": memory}[s](srv, a)
+        out["server_alive_at_end"] = srv.alive()
+    finally:
+        srv.stop()
+    json.dump(out, sys.stdout, indent=1)
+    print()
+
+
+if __name__ == "__main__":
+    main()
