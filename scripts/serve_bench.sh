@@ -13,8 +13,8 @@
 #   mixed        all-OAL: 1000 requests, ~30% invalid and ~3% clients leaving mid-stream,
 #                8 clients, --max-state-memory 0 (nothing kept after a request): every
 #                answer checked, RSS before / peak / after
-#   peer         llama-server, the throughput scenario (16 slots, continuous batching,
-#                flash attention, f16 KV cache)
+#   peer         llama-server, the throughput and long16 scenarios (16 slots of 4096,
+#                continuous batching, flash attention, f16 KV cache)
 #
 # Needs the converted models of `STEPS=convert scripts/smollm2_paper.sh` (or any
 # conv-oal-all / conv-oal-hybrid under CONV) and the peer of scripts/build-llama-cpp.sh.
@@ -75,6 +75,8 @@ for _ in range(600):
         time.sleep(0.5)
 PY
       load --url "http://127.0.0.1:$port" --pid "$pid" "${throughput[@]}" > "$OUT/llama-server.json"
+      load --url "http://127.0.0.1:$port" --pid "$pid" --scenario throughput --concurrency 16 --rounds 1 \
+        --prompt-tokens 2048 --max-tokens 64 > "$OUT/long16-llama-server.json"
       kill "$pid"; wait "$pid" 2>/dev/null || true
       trap - EXIT ;;
     *) echo "serve_bench: unknown step '$step'" >&2; exit 2 ;;
