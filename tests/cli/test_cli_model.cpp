@@ -172,6 +172,19 @@ TEST(CliModel, PplErrors) {
   const CliResult no_model = oal_run("ppl --model " + q(dir / "nothing.bin") + " --text " + q(text) +
                                " --ctx 256 --tokenizer " + q(oal::test::shared_file("tok512.bin")));
   EXPECT_EQ(no_model.status, 1);
+  // Without --tokenizer, a missing model is named as such (not as a missing tokenizer).
+  const CliResult missing = oal_run("ppl --model /nonexistent/model --text " + q(text) + " --ctx 256");
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_EQ(missing.err.rfind("error: [model] /nonexistent/model: no such file or directory", 0), 0u)
+      << missing.err;
+}
+
+TEST(CliModel, UnknownCommandIsNamed) {
+  const CliResult r = oal_run("pll --model x");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("unknown command 'pll'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ppl"), std::string::npos) << r.err;  // the list names the real ones
+  EXPECT_NE(r.err.find("serve"), std::string::npos) << r.err;
 }
 
 TEST(CliModel, GenerateErrors) {

@@ -17,6 +17,11 @@ std::filesystem::path find_tokenizer(const std::filesystem::path& model_path,
           explicit_path.string());
     return explicit_path;
   }
+  // Said first: a missing model would otherwise read as a missing tokenizer beside it.
+  check(fs::exists(model_path), "model",
+        "{}: no such file or directory (--model takes an HF model directory, a .gguf file, a "
+        "llama2.c checkpoint or a directory written by oal convert)",
+        model_path.string());
   // A GGUF file carries its own tokenizer (tokenizer.ggml.* metadata).
   if (fs::is_regular_file(model_path) && model_path.extension() == ".gguf") return model_path;
   const fs::path dir = fs::is_directory(model_path) ? model_path : model_path.parent_path();

@@ -10,8 +10,9 @@
 namespace oal::model {
 
 // `explicit_path` non-empty → returned as is (it must exist). Otherwise looks beside
-// `model_path` as above. Throws oal::Error("[tokenizer] ...") naming the places
-// searched and suggesting --tokenizer when none exists.
+// `model_path` as above. Throws oal::Error("[model] ...") when model_path does not
+// exist, and oal::Error("[tokenizer] ...") naming the places searched and suggesting
+// --tokenizer when no tokenizer exists.
 std::filesystem::path find_tokenizer(const std::filesystem::path& model_path,
                                      const std::filesystem::path& explicit_path = {});
 
