@@ -13,7 +13,9 @@ the client cannot send:
     with their 4xx status; a client that disconnects mid-stream leaves no sequence behind;
   * saved conversations: a follow-up continues from the saved states (cached_tokens), a
     server restarted on its --state-dir resumes a conversation with the identical greedy
-    continuation, and a corrupt state file is refused (the conversation restarts).
+    continuation, and a corrupt state file is refused (the conversation restarts);
+  * SmolLM2-135M-Instruct (when fetched; required under OAL_REQUIRE_SHARED=1): a chat
+    answer through its ChatML template and a second turn reusing the first's states.
 Exit 0 on success, 77 (ctest: skipped) when the venv or the data is missing and
 OAL_REQUIRE_SHARED is not set.
 """
@@ -59,13 +61,13 @@ if not OAL.exists():
 API_KEY = "test-key"
 
 
-def start_server(tmp, extra=(), log_name="serve.log"):
+def start_server(tmp, extra=(), log_name="serve.log", model=MODEL, name="stories"):
     port_file = pathlib.Path(tmp) / "port"
     port_file.unlink(missing_ok=True)
     log = open(pathlib.Path(tmp) / log_name, "a")
     proc = subprocess.Popen(
-        [str(OAL), "serve", "--model", str(MODEL), "--port", "0", "--port-file", str(port_file),
-         "--api-key", API_KEY, "--name", "stories", "--max-sequences", "4", "--max-body", "4096",
+        [str(OAL), "serve", "--model", str(model), "--port", "0", "--port-file", str(port_file),
+         "--api-key", API_KEY, "--name", name, "--max-sequences", "4", "--max-body", "4096",
          *extra],
         stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OAL_THREADS": "1"})
     for _ in range(300):
@@ -125,7 +127,41 @@ def main():
         finally:
             stop_server(proc, tmp)
         conversation_checks(tmp)
+        smollm2_checks(tmp)
     print("OK")
+
+
+def smollm2_checks(tmp):
+    """The real chat model (SmolLM2-135M-Instruct, GGUF, fetched by scripts/fetch-models.sh):
+    its ChatML template from the GGUF metadata, a factual answer, and a second turn that
+    continues the first's saved states (the template's turn markers are special tokens,
+    so the rendered history re-tokenizes to the ids the states absorbed)."""
+    path = ROOT / ".cache" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not path.exists():
+        if REQUIRED:
+            sys.exit(f"FAIL (OAL_REQUIRE_SHARED=1): {path} is missing (scripts/fetch-models.sh)")
+        print(f"note: {path} missing: SmolLM2 chat checks skipped")
+        return
+    proc, port = start_server(tmp, [], "smollm2.log", model=path, name="smollm2")
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=API_KEY, max_retries=0)
+        msgs = [{"role": "user", "content": "What is the capital of France?"}]
+        r = client.chat.completions.create(model="smollm2", messages=msgs, max_tokens=32, temperature=0,
+                                           extra_body={"conversation_id": "smol-1"})
+        answer = r.choices[0].message.content
+        assert "Paris" in answer, answer
+        msgs2 = msgs + [{"role": "assistant", "content": answer},
+                        {"role": "user", "content": "And the capital of Italy?"}]
+        r2 = client.chat.completions.create(model="smollm2", messages=msgs2, max_tokens=32, temperature=0,
+                                            extra_body={"conversation_id": "smol-1"})
+        cached = r2.usage.prompt_tokens_details.cached_tokens
+        # Everything the first turn's states absorbed: its prompt and every answer token
+        # but the last one sampled (the end-of-turn token on a "stop").
+        want = r.usage.prompt_tokens + r.usage.completion_tokens - 1
+        assert cached == want, f"turn 2 reused {cached} tokens, expected {want} ({r.choices[0].finish_reason})"
+        assert r2.choices[0].message.content, r2
+    finally:
+        stop_server(proc, tmp, "smollm2.log")
 
 
 def completion(port, prompt, conversation=None, n=16):
