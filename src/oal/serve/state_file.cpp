@@ -2,13 +2,13 @@
 
 #include <cctype>
 #include <cstring>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "oal/core/error.h"
 #include "oal/core/fnv1a.h"
 #include "oal/io/atomic_file.h"
+#include "oal/io/mapped_file.h"
 
 namespace oal::serve {
 namespace {
@@ -121,19 +121,9 @@ at::Tensor read_tensor(const json& d, std::string_view payload, uint64_t& expect
   return t;
 }
 
-std::string read_bytes(const std::filesystem::path& path, size_t limit) {
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), k_op, "cannot open {}", path.string());
-  std::string out;
-  in.seekg(0, std::ios::end);
-  const auto end = in.tellg();
-  check(end >= 0, k_op, "cannot tell the size of {}", path.string());
-  const auto size = static_cast<size_t>(end);
-  in.seekg(0);
-  out.resize(std::min(size, limit));
-  in.read(out.data(), static_cast<std::streamsize>(out.size()));
-  check(in.good() || in.eof(), k_op, "reading {} failed", path.string());
-  return out;
+// The mapped file's bytes (io::MappedFile keeps them alive while `f` lives).
+std::string_view bytes_of(const io::MappedFile& f) {
+  return {reinterpret_cast<const char*>(f.data()), static_cast<size_t>(f.size())};
 }
 
 }  // namespace
@@ -218,17 +208,14 @@ void write_state_file(const std::filesystem::path& path, const SavedConversation
 }
 
 SavedConversation read_state_file(const std::filesystem::path& path, const std::string& identity) {
-  return decode_state_file(read_bytes(path, SIZE_MAX), identity, path.string());
+  const auto f = io::MappedFile::open(path, std::string(k_op));
+  return decode_state_file(bytes_of(*f), identity, path.string());
 }
 
 StateFileHeader read_state_header(const std::filesystem::path& path) {
-  // The prefix first, then exactly the header it announces.
-  std::string head = read_bytes(path, k_prefix);
-  if (head.size() == k_prefix && head.substr(0, 8) == k_magic) {
-    const auto n = get<uint64_t>(head, 12);
-    if (n <= k_max_header) head = read_bytes(path, k_prefix + n);
-  }
-  return decode_state_header(head, path.string());
+  // Mapped, so only the pages of the prefix and the header are read from disk.
+  const auto f = io::MappedFile::open(path, std::string(k_op));
+  return decode_state_header(bytes_of(*f), path.string());
 }
 
 }  // namespace oal::serve
