@@ -17,6 +17,11 @@ With --model, for each named tensor of the file it writes DIR/model_<name>.f32, 
 gguf dequantization of that tensor, and records its absolute byte offset in the file,
 type, element count and byte count.
 
+Quantization: DIR/quantize_Q8_0.f32, random floats (magnitudes 1e-6..1e3 per block,
+an all-zero block, values that sit exactly between two quants), and
+DIR/quantize_Q8_0.bin, gguf.quants.quantize() of them to Q8_0 (what `--weights q8_0`
+must reproduce).
+
 DIR/manifest.json: {"seed": S, "gguf_version": ..., "entries": [{"kind": "random" |
 "model", "type": "Q4_1", "ggml_type_id": 3, "n_elements": N, "n_bytes": B, "files":
 {"blocks": "Q4_1.bin", "reference": "Q4_1.f32"}}, ...]}; model entries have "name",
@@ -99,6 +104,23 @@ def write_random(out, rng):
     return entries
 
 
+def write_quantize(out, rng):
+    n_blocks = 512
+    scale = 10.0 ** rng.uniform(-6, 3, (n_blocks, 1))
+    x = (rng.standard_normal((n_blocks, 32)) * scale).astype(np.float32)
+    x[0] = 0.0
+    # Block 1: amax 127 (so d = 1 exactly) and halves: round-half-away-from-zero cases.
+    x[1] = np.arange(32, dtype=np.float32) - 15.5
+    x[1, 0] = 127.0
+    x = x.reshape(-1)
+    q = np.asarray(gguf.quants.quantize(x, T.Q8_0), dtype=np.uint8).reshape(-1)
+    x.astype("<f4").tofile(out / "quantize_Q8_0.f32")
+    q.tofile(out / "quantize_Q8_0.bin")
+    return [{"kind": "quantize", "type": "Q8_0", "ggml_type_id": int(T.Q8_0),
+             "n_elements": int(x.size), "n_bytes": int(q.size),
+             "files": {"source": "quantize_Q8_0.f32", "reference": "quantize_Q8_0.bin"}}]
+
+
 def write_model(out, model, names):
     reader = gguf.GGUFReader(model)
     by_name = {t.name: t for t in reader.tensors}
@@ -138,6 +160,7 @@ def main():
     args.out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(args.seed)
     entries = write_random(args.out, rng)
+    entries += write_quantize(args.out, rng)
     if args.model:
         entries += write_model(args.out, args.model, args.tensors.split(","))
     manifest = {"seed": args.seed, "gguf_version": metadata.version("gguf"),

@@ -408,3 +408,19 @@ TEST(GgufDequantize, RejectsUnsupportedTypesAndBadSizes) {
                {"[gguf dequantize]", "null"});
   EXPECT_NO_THROW(dequantize(id(GgmlType::Q4_K), nullptr, 0, nullptr));
 }
+
+TEST(GgufQuantize, RefusesOtherTypesBadSizesAndNonFinite) {
+  std::vector<float> x(64, 1.0f);
+  std::vector<uint8_t> out(68);
+  const auto q8 = id(GgmlType::Q8_0);
+  EXPECT_THROW(oal::io::quantize(id(GgmlType::Q4_1), x.data(), 64, out.data()), oal::Error);
+  EXPECT_THROW(oal::io::quantize(q8, x.data(), 48, out.data()), oal::Error);
+  x[40] = std::nanf("");
+  try {
+    oal::io::quantize(q8, x.data(), 64, out.data());
+    ADD_FAILURE() << "a NaN was quantized";
+  } catch (const oal::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[gguf quantize] Q8_0: element 40"), std::string::npos)
+        << e.what();
+  }
+}

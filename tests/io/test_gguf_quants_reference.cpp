@@ -182,6 +182,30 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, GgufQuantsReference,
                                            "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"),
                          [](const auto& info) { return info.param; });
 
+// io::quantize to Q8_0 (what --weights q8_0 converts with) against gguf.quants.quantize:
+// bitwise equal bytes (the same fp32 operations in the same order: amax / 127, 1 / d,
+// x · (1/d) rounded half away from zero, d rounded to fp16 to nearest even).
+TEST(GgufQuantizeReference, Q8_0MatchesGguf) {
+  OAL_REQUIRE_PATH(oal::test::venv_python(), k_python_what);
+  const Reference& ref = reference();
+  ASSERT_TRUE(ref.error.empty()) << ref.error;
+  const auto* e = find_entry(ref, "quantize", "type", "Q8_0");
+  ASSERT_NE(e, nullptr) << "manifest has no quantize entry";
+  const auto n = e->at("n_elements").get<int64_t>();
+  const auto src = read_floats(ref.dir / e->at("files").at("source").get<std::string>(), n);
+  const fs::path want_path = ref.dir / e->at("files").at("reference").get<std::string>();
+  const auto want = read_bytes(want_path, 0, fs::file_size(want_path));
+  std::vector<uint8_t> got(oal::io::ggml_nbytes(uint32_t(oal::io::GgmlType::Q8_0), n));
+  oal::io::quantize(uint32_t(oal::io::GgmlType::Q8_0), src.data(), n, got.data());
+  ASSERT_EQ(got.size(), want.size());
+  int64_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i] && ++bad <= 5)
+      ADD_FAILURE() << "byte " << i << " (block " << i / 34 << ", offset " << i % 34
+                    << "): got " << int(got[i]) << ", gguf " << int(want[i]);
+  EXPECT_EQ(bad, 0) << bad << " of " << got.size() << " bytes differ";
+}
+
 class GgufQuantsReferenceModel : public ::testing::TestWithParam<ModelTensor> {};
 
 TEST_P(GgufQuantsReferenceModel, TensorMatchesGguf) {

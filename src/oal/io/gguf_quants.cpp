@@ -1,7 +1,11 @@
 #include "oal/io/gguf_quants.h"
 
+#include <c10/util/Half.h>
+
+#include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -390,6 +394,33 @@ void dequantize(uint32_t id, const uint8_t* src, int64_t n, float* dst) {
     default: break;
   }
   fail(op, "{} is marked dequantizable but has no decoder", info->name);
+}
+
+void quantize(uint32_t id, const float* src, int64_t n, uint8_t* dst) {
+  constexpr std::string_view op = "gguf quantize";
+  check(id == uint32_t(GgmlType::Q8_0), op, "cannot quantize to {}: only Q8_0 is supported",
+        ggml_type_name(id));
+  check(n >= 0 && n % k_qk == 0, op, "Q8_0: {} elements, expected a non-negative multiple of {}",
+        n, k_qk);
+  if (n == 0) return;
+  check(src != nullptr && dst != nullptr, op, "Q8_0: null source or destination");
+  for (int64_t b = 0; b < n / k_qk; ++b) {
+    const float* x = src + b * k_qk;
+    uint8_t* out = dst + b * 34;
+    float amax = 0.0f;
+    for (int64_t j = 0; j < k_qk; ++j) {
+      check(std::isfinite(x[j]), op, "Q8_0: element {} is {}, expected a finite value",
+            b * k_qk + j, x[j]);
+      amax = std::max(amax, std::fabs(x[j]));
+    }
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t h = c10::Half(d).x;
+    out[0] = uint8_t(h & 0xFF);
+    out[1] = uint8_t(h >> 8);
+    for (int64_t j = 0; j < k_qk; ++j)
+      out[2 + j] = uint8_t(int8_t(std::lround(x[j] * id)));
+  }
 }
 
 }  // namespace oal::io

@@ -83,6 +83,14 @@ uint64_t ggml_nbytes(uint32_t id, int64_t n);
 // Q6_K, Q8_K. Single-threaded; callers split large tensors by blocks.
 void dequantize(uint32_t id, const uint8_t* src, int64_t n, float* dst);
 
+// Quantizes n floats (n >= 0, a multiple of 32) of src into dst (ggml_nbytes(type, n)
+// bytes) as ggml's reference quantizer does (quantize_row_q8_0_ref, gguf/quants.py):
+// per block of 32, d = max|x| / 127 stored as fp16 (round to nearest even), q =
+// round(x / d) half away from zero, computed with 1/d from the unrounded d. Only Q8_0
+// (what `--weights q8_0` converts float checkpoints to); any other type, a bad n, or a
+// non-finite input is an oal::Error("[gguf quantize] ...").
+void quantize(uint32_t id, const float* src, int64_t n, uint8_t* dst);
+
 // The scalar conversions dequantize() uses (exact, subnormals, infinities and NaN
 // payloads kept).
 float fp16_to_fp32(uint16_t h);
