@@ -171,6 +171,10 @@ void write_model_seeds(const fs::path& out, const fs::path& scratch, const fs::p
     const auto type = arch == SyntheticArch::llama ? oal::io::GgmlType::F32 : oal::io::GgmlType::F16;
     oal::model::write_gguf_model(out / "gguf" / (name + ".gguf"), oal::model::make_synthetic_weights(opts),
                                  static_cast<uint32_t>(type), tokenizer);
+    // And as Q8_0, which the loader keeps quantized (the quantized kernels' inputs).
+    oal::model::write_gguf_model(out / "gguf" / (name + "-q8_0.gguf"),
+                                 oal::model::make_synthetic_weights(opts),
+                                 static_cast<uint32_t>(oal::io::GgmlType::Q8_0), tokenizer);
     fs::create_directories(out / "safetensors");
     fs::copy_file(dir / "model.safetensors", out / "safetensors" / (name + ".safetensors"),
                   fs::copy_options::overwrite_existing);

@@ -91,7 +91,9 @@ const Loaded& smollm2() {
     const auto path = oal::test::model_cache_file(k_model);
     Loaded x;
     x.tok = oal::text::load_tokenizer(path);
-    x.model = std::make_unique<oal::model::Transformer>(oal::model::load_model(path.string()));
+    // As `oal` runs it by default: Q4_1 / Q8_0 kept as stored, the quantized kernels.
+    x.model = std::make_unique<oal::model::Transformer>(
+        oal::model::load_model(path.string(), {.keep_quantized = true}));
     return x;
   }();
   return l;

@@ -11,6 +11,7 @@
 #include "oal/model/gguf_export.h"
 #include "oal/model/gguf_model.h"
 #include "oal/model/load.h"
+#include "oal/model/synthetic.h"
 #include "oal/model/transformer.h"
 
 using namespace oal;
@@ -64,6 +65,39 @@ TEST(GgufModel, RoundTripGivesTheSameTensorsAndLogits) {
   const at::Tensor a = model::Transformer(w).forward(tokens);
   const at::Tensor b = model::Transformer(g).forward(tokens);
   EXPECT_TRUE(a.equal(b));
+}
+
+TEST(GgufModel, Q8_0FileKeptQuantizedIsTheSameModelAsQ8_0InMemory) {
+  // A float model written as Q8_0 and loaded with keep_quantized: every matrix stays a
+  // Q8_0 block matrix, Q and K rows back in HF order (the permutation moves whole rows
+  // of blocks), so the bytes equal quantizing the original in memory, and the two
+  // transformers run the same kernels on the same bytes: identical logits.
+  model::SyntheticOptions o;
+  o.hidden_size = 64;
+  o.intermediate_size = 96;
+  o.num_heads = 4;
+  o.num_kv_heads = 2;
+  o.seed = 3;
+  const model::ModelWeights w = model::make_synthetic_weights(o);
+  const auto dir = test::make_temp_dir("gguf_q8_0");
+  const uint32_t q8 = static_cast<uint32_t>(io::GgmlType::Q8_0);
+  model::write_gguf_model(dir / "m.gguf", w, q8);
+  const model::ModelWeights g = model::load_model((dir / "m.gguf").string(), {.keep_quantized = true});
+  ASSERT_EQ(g.quantized.size(), w.tensors.size() - g.tensors.size());
+  for (const char* name : {"model.layers.0.self_attn.q_proj.weight", "model.layers.1.self_attn.k_proj.weight",
+                           "model.layers.1.mlp.down_proj.weight", "lm_head.weight"}) {
+    ASSERT_TRUE(g.quantized.count(name)) << name;
+    const model::QuantWeight mine = model::quantize_q8_0(w.tensors.at(name), name);
+    EXPECT_TRUE(g.quantized.at(name).bytes.equal(mine.bytes)) << name;
+  }
+  const at::Tensor tokens = at::tensor({1, 5, 9, 30, 2, 7, 11, 3, 8, 4}, at::kLong).unsqueeze(0);
+  const model::Transformer from_file(g), in_memory(w, {.weights = model::WeightFormat::q8_0});
+  EXPECT_TRUE(from_file.forward(tokens).equal(in_memory.forward(tokens)));
+  // Decoded to fp32 it is the same model as well.
+  const model::ModelWeights d = model::load_model((dir / "m.gguf").string());
+  EXPECT_TRUE(d.quantized.empty());
+  EXPECT_TRUE(d.tensors.at("model.layers.0.self_attn.q_proj.weight")
+                  .equal(g.quantized.at("model.layers.0.self_attn.q_proj.weight").dequantize()));
 }
 
 TEST(GgufModel, F16TensorsLoadAsViewsOfHalfPrecision) {

@@ -87,13 +87,13 @@ TEST(Transformer, KeepWeightDtypeGivesSameLogitsWithHalfTheBytes) {
   o.dtype = at::kBFloat16;
   const ModelWeights w = oal::test::synthetic_checkpoint(o, "keep");
   const Transformer wide(w);
-  const Transformer narrow(w, {.keep_weight_dtype = true});
+  const Transformer narrow(w, {.weights = WeightFormat::stored});
   EXPECT_LT(narrow.weight_bytes(), wide.weight_bytes() * 6 / 10);
   EXPECT_EQ(narrow.num_parameters(), wide.num_parameters());
   const at::Tensor tokens = oal::test::test_tokens(2, 20, w.config.vocab_size);
   // Widening bf16 to fp32 is exact, so both run the same fp32 GEMMs on the same values.
   EXPECT_TRUE(at::allclose(wide.forward(tokens), narrow.forward(tokens), 1e-6, 1e-6));
-  expect_matches_reference(w, {.keep_weight_dtype = true});
+  expect_matches_reference(w, {.weights = WeightFormat::stored});
 }
 
 TEST(Transformer, RowsOfABatchAreIndependent) {

@@ -83,7 +83,7 @@ TEST(Lora, GradientsReachOnlyAdaptersAndKernelParameters) {
     }
     EXPECT_FALSE(L.attn_norm.requires_grad());
   }
-  EXPECT_FALSE(m.embed_tokens().requires_grad());
+  EXPECT_FALSE(m.embed_tokens().weight.requires_grad());
 }
 
 TEST(Lora, SaveLoadRoundTripAndPeftNames) {

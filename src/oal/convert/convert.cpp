@@ -217,8 +217,9 @@ bool is_converted_dir(const fs::path& path) {
   return read_json_file(path / "config.json").contains(k_marker);
 }
 
-model::ModelWeights load_weights_on(const std::string& path, at::Device device) {
-  model::ModelWeights w = model::load_model(path);
+model::ModelWeights load_weights_on(const std::string& path, at::Device device,
+                                    model::LoadOptions options) {
+  model::ModelWeights w = model::load_model(path, options);
   if (!device.is_cpu())
     for (auto& [n, t] : w.tensors) t = t.to(device);
   return w;
@@ -261,7 +262,9 @@ ConversionMarker read_marker(const std::string& path, const model::ModelWeights&
 std::unique_ptr<model::Transformer> load_transformer(const std::string& path,
                                                      model::TransformerOptions options,
                                                      at::Device device) {
-  auto weights = load_weights_on(path, device);
+  // Quantized GGUF tensors stay quantized for the CPU kernels; Transformer converts them
+  // as options.weights asks. Other devices get fp32 (no quantized kernels there).
+  auto weights = load_weights_on(path, device, {.keep_quantized = device.is_cpu()});
   auto t = std::make_unique<model::Transformer>(weights, options);
   if (!is_converted_dir(path)) return t;
   const ConversionMarker marker = read_marker(path, weights);

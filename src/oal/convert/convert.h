@@ -19,6 +19,7 @@
 
 #include "oal/attention/method.h"
 #include "oal/calib/run_dir.h"
+#include "oal/model/load.h"
 #include "oal/model/transformer.h"
 #include "oal/model/weights.h"
 
@@ -80,7 +81,8 @@ std::unique_ptr<model::Transformer> load_transformer(const std::string& path,
                                                      model::TransformerOptions options = {},
                                                      at::Device device = at::kCPU);
 
-// load_model(path) with every tensor moved to `device` (CPU: unchanged).
-model::ModelWeights load_weights_on(const std::string& path, at::Device device);
+// load_model(path, options) with every float tensor moved to `device` (CPU: unchanged).
+model::ModelWeights load_weights_on(const std::string& path, at::Device device,
+                                    model::LoadOptions options = {});
 
 }  // namespace oal::convert

@@ -25,7 +25,7 @@ ContinuationLogits continuation_logits(const model::Transformer& model, const st
   for (int64_t id : ids)
     check(id >= 0 && id < cfg.vocab_size, "mc_score", "token id {} outside [0, {})", id, cfg.vocab_size);
   at::NoGradGuard no_grad;
-  const at::Device dev = model.embed_tokens().device();
+  const at::Device dev = model.device();
   const at::Tensor all = at::tensor(ids, at::kLong).to(dev);
   const at::Tensor input = all.narrow(0, 0, n).unsqueeze(0);
   // Positions whose next token is a continuation token: context.size()-1 .. n-1.

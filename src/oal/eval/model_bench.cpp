@@ -75,7 +75,7 @@ double layer_parameters(const model::Transformer& m) {
     const auto& L = m.layer(l);
     for (const model::Linear* p : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj,
                                    &L.up_proj, &L.down_proj})
-      n += static_cast<double>(p->weight.numel());
+      n += static_cast<double>(p->out_features() * p->in_features());
   }
   return n;
 }

@@ -103,7 +103,7 @@ Capture capture(const Transformer& model, const at::Tensor& tokens, const Captur
       if (std::string(part) == "wo") continue;
       part_of(lc, part) = obs.joined(l, part);
     }
-    lc.wo = model.layer(l).o_proj.weight.to(at::kFloat).contiguous().clone();
+    lc.wo = model.layer(l).o_proj.dense_weight().contiguous().clone();
   }
   return c;
 }

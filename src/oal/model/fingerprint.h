@@ -4,6 +4,7 @@
 // directory is never applied to another model.
 #include <string>
 
+#include "oal/model/linear.h"
 #include "oal/model/weights.h"
 
 namespace oal::model {
@@ -17,5 +18,9 @@ namespace oal::model {
 std::string model_fingerprint(const ModelWeights& weights);
 // The same from a config and its token embedding [V, hidden] (e.g. a built Transformer's).
 std::string model_fingerprint(const ModelConfig& config, const at::Tensor& embed_tokens);
+// ... and from an embedding kept quantized (the same fingerprint as its dequantized copy).
+std::string model_fingerprint(const ModelConfig& config, const QuantWeight& embed_tokens);
+// ... and from a Transformer's embedding table, dense or quantized.
+std::string model_fingerprint(const ModelConfig& config, const Linear& embed_tokens);
 
 }  // namespace oal::model

@@ -31,9 +31,17 @@ std::string gguf_name(const std::string& hf) {
   fail(k_op, "tensor '{}' has no GGUF name", hf);
 }
 
+constexpr uint32_t k_q8_0 = static_cast<uint32_t>(io::GgmlType::Q8_0);
+
 std::string tensor_bytes(const at::Tensor& t, uint32_t type) {
+  if (type == k_q8_0) {
+    const at::Tensor f = t.to(at::kFloat).contiguous();
+    std::string out(io::ggml_nbytes(type, f.numel()), '\0');
+    io::quantize(type, f.data_ptr<float>(), f.numel(), reinterpret_cast<uint8_t*>(out.data()));
+    return out;
+  }
   check(type == static_cast<uint32_t>(io::GgmlType::F32) || type == static_cast<uint32_t>(io::GgmlType::F16),
-        k_op, "only F32 and F16 tensors are written, not {}", io::ggml_type_name(type));
+        k_op, "only F32, F16 and Q8_0 tensors are written, not {}", io::ggml_type_name(type));
   const at::Tensor c = t.to(type == 0 ? at::kFloat : at::kHalf).contiguous();
   return std::string(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size());
 }
@@ -78,8 +86,10 @@ std::pair<io::GgufMetadata, std::vector<io::GgufTensorData>> gguf_model_parts(
     at::Tensor t = t0;
     if (llama && name.find("self_attn.q_proj.") != std::string::npos) t = permute_llama_qk(t, c.num_heads);
     if (llama && name.find("self_attn.k_proj.") != std::string::npos) t = permute_llama_qk(t, c.num_kv_heads);
-    // Norms and biases stay F32, as llama.cpp's converter keeps 1-D tensors.
-    const uint32_t tt = t.dim() == 1 ? static_cast<uint32_t>(io::GgmlType::F32) : type;
+    // Norms and biases stay F32, as llama.cpp's converter keeps 1-D tensors; a matrix
+    // whose rows are not whole Q8_0 blocks stays F16, as llama.cpp's quantizer falls back.
+    uint32_t tt = t.dim() == 1 ? static_cast<uint32_t>(io::GgmlType::F32) : type;
+    if (tt == k_q8_0 && t.size(-1) % 32 != 0) tt = static_cast<uint32_t>(io::GgmlType::F16);
     tensors.push_back({gguf_name(name), {t.sizes().rbegin(), t.sizes().rend()}, tt, tensor_bytes(t, tt)});
   }
   return {md, tensors};

@@ -103,6 +103,12 @@ at::Tensor load_tensor(const io::GgufFile& g, const io::GgufTensorInfo& info) {
   return io::gguf_tensor_f32(g, info);
 }
 
+// A 2-D tensor of a block type as uint8 [rows, row bytes] over the mapped file.
+at::Tensor block_rows(const io::GgufFile& g, const io::GgufTensorInfo& info) {
+  const auto row_bytes = static_cast<int64_t>(io::ggml_nbytes(info.type, info.ne[0]));
+  return io::view_tensor(g.file, info.offset, at::kByte, {info.ne[1], row_bytes});
+}
+
 bool is_qk(const std::string& hf, const char* proj) {
   const std::string w = std::string("self_attn.") + proj + ".";
   return hf.find(w) != std::string::npos;
@@ -161,7 +167,7 @@ at::Tensor unpermute_llama_qk(const at::Tensor& rows, int64_t heads) {
   return rows.reshape(view).transpose(1, 2).contiguous().reshape(rows.sizes());
 }
 
-ModelWeights load_gguf_model(const std::filesystem::path& path) {
+ModelWeights load_gguf_model(const std::filesystem::path& path, bool keep_quantized) {
   const io::GgufFile g = io::read_gguf(path);
   ModelWeights w;
   w.config = gguf_model_config(g.header);
@@ -170,10 +176,15 @@ ModelWeights load_gguf_model(const std::filesystem::path& path) {
     const auto name = hf_name(info.name);
     check(name.has_value(), k_op, "{}: tensor '{}' is not part of a llama/qwen2 model this loader knows",
           path.string(), info.name);
-    at::Tensor t = load_tensor(g, info);
+    // Matrices of a block type stay quantized; 1-D ones (none in llama.cpp's files) decode.
+    const bool quantized = plain_dtype(info.type) == at::kByte && info.ne.size() == 2;
+    at::Tensor t = keep_quantized && quantized ? block_rows(g, info) : load_tensor(g, info);
     if (llama && is_qk(*name, "q_proj")) t = unpermute_llama_qk(t, w.config.num_heads);
     if (llama && is_qk(*name, "k_proj")) t = unpermute_llama_qk(t, w.config.num_kv_heads);
-    w.tensors[*name] = t;
+    if (keep_quantized && quantized)
+      w.quantized[*name] = make_quant_weight(info.type, info.ne[1], info.ne[0], t, info.name);
+    else
+      w.tensors[*name] = t;
   }
   validate_weights(w, path.string());
   return w;

@@ -19,7 +19,9 @@
 // "qwen2" files are stored in HF order (llama.cpp's NEOX rotary) and kept.
 //
 // Tensors: F32/F16/BF16 are zero-copy views of the mapped file (Q/K of llama copied by
-// the permutation); quantized types are dequantized to fp32 at load.
+// the permutation); quantized types are dequantized to fp32 at load, or, with
+// keep_quantized, kept as stored in ModelWeights::quantized (zero-copy views too; the
+// Q/K row permutation moves whole rows of blocks).
 #include <filesystem>
 
 #include "oal/io/gguf.h"
@@ -31,7 +33,7 @@ namespace oal::model {
 ModelConfig gguf_model_config(const io::GgufHeader& header);
 
 // Loads every tensor of a llama/qwen2 GGUF file (validated as load_model does).
-ModelWeights load_gguf_model(const std::filesystem::path& path);
+ModelWeights load_gguf_model(const std::filesystem::path& path, bool keep_quantized = false);
 
 // The inverse of llama.cpp's Q/K row permutation for `heads` heads: rows [H·d, in] in
 // the file's order → HF order (see above). Exposed for tests.

@@ -2,6 +2,8 @@
 
 #include "oal/attention/kernel_blocker.h"
 #include "oal/kernels/cpu/linear_f32.h"
+#include "oal/kernels/cpu/linear_quant.h"
+#include "oal/core/error.h"
 
 namespace oal::model {
 namespace {
@@ -15,9 +17,45 @@ bool kernel_can_run(const at::Tensor& x, const at::Tensor& w, const at::Tensor& 
          (!b.defined() || b.scalar_type() == at::kFloat);
 }
 
+// x [M, K] through the quantized weight: the kernel when x is a CPU fp32 tensor without
+// autograd, else at::linear on the decoded weight.
+at::Tensor quant_forward(const QuantWeight& q, const at::Tensor& x, const at::Tensor& bias) {
+  const bool kernel = x.device().is_cpu() && x.scalar_type() == at::kFloat && x.numel() > 0 &&
+                      !attn::records_grad(x) && !attn::records_grad(bias) &&
+                      (!bias.defined() || bias.scalar_type() == at::kFloat);
+  if (!kernel) {
+    const at::Tensor w = q.dequantize().to(x.device()).to(x.scalar_type());
+    return bias.defined() ? at::linear(x, w, bias) : at::linear(x, w);
+  }
+  const at::Tensor xc = x.contiguous();
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = q.rows;
+  at::Tensor y = at::empty(shape, xc.options());
+  kernels::cpu::linear_quant(xc.numel() / q.cols, xc.data_ptr<float>(), q.view(),
+                             bias.defined() ? bias.contiguous().data_ptr<float>() : nullptr,
+                             y.data_ptr<float>());
+  return y;
+}
+
 }  // namespace
 
+at::Tensor Linear::dense_weight() const {
+  return quant.defined() ? quant.dequantize() : weight.to(at::kFloat);
+}
+
+int64_t Linear::nbytes() const {
+  auto bytes = [](const at::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : 0; };
+  return bytes(quant.bytes) + bytes(weight) + bytes(bias);
+}
+
 at::Tensor Linear::forward(const at::Tensor& x) const {
+  if (quant.defined()) {
+    check(x.size(-1) == quant.cols, "linear", "input has {} features, the weight expects {}",
+          x.size(-1), quant.cols);
+    at::Tensor y = quant_forward(quant, x, bias);
+    if (delta) y = y + delta->apply(x);
+    return y;
+  }
   const at::Tensor w = weight.scalar_type() == x.scalar_type() ? weight : weight.to(x.scalar_type());
   at::Tensor y;
   if (kernel_can_run(x, w, bias)) {

@@ -6,6 +6,8 @@
 
 #include <memory>
 
+#include "oal/model/quant_weight.h"
+
 namespace oal::model {
 
 // Something added to a projection's output, e.g. a LoRA update B(A x)·scale.
@@ -17,16 +19,26 @@ class LinearDelta {
 };
 
 struct Linear {
-  at::Tensor weight;  // [out, in]; fp32, or the checkpoint dtype when weights are kept narrow
+  // [out, in]; fp32, or the checkpoint dtype when weights are kept narrow. Undefined
+  // when `quant` holds the weight instead.
+  at::Tensor weight;
+  QuantWeight quant;  // the weight in a ggml block type ([out, in]), or empty
   at::Tensor bias;    // [out] fp32, or undefined
   std::shared_ptr<LinearDelta> delta;  // optional adapter, null by default
 
-  int64_t in_features() const { return weight.size(1); }
-  int64_t out_features() const { return weight.size(0); }
+  int64_t in_features() const { return quant.defined() ? quant.cols : weight.size(1); }
+  int64_t out_features() const { return quant.defined() ? quant.rows : weight.size(0); }
+  // Where the weight lives (a quantized one: always the CPU).
+  at::Device device() const { return quant.defined() ? at::Device(at::kCPU) : weight.device(); }
+  // The weight as fp32 [out, in] (a quantized one decoded; a fresh tensor then).
+  at::Tensor dense_weight() const;
+  // Bytes the weight and bias take as held.
+  int64_t nbytes() const;
   // x [..., in] fp32 -> [..., out] fp32 (one GEMM; a narrow weight is widened to fp32
   // first, which is exact for bf16/fp16). Without autograd on CPU this runs the
   // projection kernel (kernels/cpu/linear_f32.h: own micro-kernel or BLAS, whichever
-  // measured faster here); otherwise at::linear, which is differentiable.
+  // measured faster here; linear_quant.h for a quantized weight); otherwise at::linear,
+  // which is differentiable (a quantized weight is then decoded for the call).
   at::Tensor forward(const at::Tensor& x) const;
 };
 

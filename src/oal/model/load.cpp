@@ -94,7 +94,7 @@ ModelWeights load_hf_dir(const fs::path& dir) {
   return w;
 }
 
-ModelWeights load_model(const std::string& path) {
+ModelWeights load_model(const std::string& path, LoadOptions options) {
   const fs::path p(path);
   check(!path.empty(), k_op, "expected a model path (HF directory, .gguf file or llama2.c .bin file)");
   check(fs::exists(p), k_op, "{}: no such file or directory", path);
@@ -105,7 +105,7 @@ ModelWeights load_model(const std::string& path) {
     const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
     return load_hf_dir(dir);
   }
-  if (ext == ".gguf" || io::is_gguf_file(p)) return load_gguf_model(p);
+  if (ext == ".gguf" || io::is_gguf_file(p)) return load_gguf_model(p, options.keep_quantized);
   return load_llama2c(p);
 }
 

@@ -64,7 +64,7 @@ LoraAdapters LoraAdapters::attach(Transformer& model, const LoraConfig& config, 
     for (int p = 0; p < 4; ++p) {
       Linear& lin = projection(model.layer(l), p);
       auto d = std::make_shared<LoraDelta>(lin.in_features(), lin.out_features(), config,
-                                           seed + uint64_t(4 * l + p), lin.weight.device());
+                                           seed + uint64_t(4 * l + p), lin.device());
       lin.delta = d;
       out.entries_.push_back({fmt::format("model.layers.{}.self_attn.{}", l, k_projections[p]), d});
     }

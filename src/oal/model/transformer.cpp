@@ -22,10 +22,8 @@ void check_config(const ModelConfig& c) {
   check(c.rms_norm_eps > 0, k_op, "config: rms_norm_eps must be positive, got {}", c.rms_norm_eps);
 }
 
-// Finds `name` with exactly `shape`; converts to fp32 unless `keep` (then only checks
-// that the dtype is floating).
-at::Tensor take(const ModelWeights& w, const std::string& name, std::vector<int64_t> shape,
-                bool keep) {
+// Finds the float tensor `name` with exactly `shape`, as fp32.
+at::Tensor take(const ModelWeights& w, const std::string& name, std::vector<int64_t> shape) {
   auto it = w.tensors.find(name);
   check(it != w.tensors.end(), k_op, "missing tensor '{}' (expected shape {})", name,
         fmt::join(shape, "x"));
@@ -33,15 +31,37 @@ at::Tensor take(const ModelWeights& w, const std::string& name, std::vector<int6
   check(t.sizes().vec() == shape, k_op, "tensor '{}': expected shape [{}], got {}", name,
         fmt::join(shape, ", "), shape_str(t));
   check_floating(t, k_op, name);
-  if (keep && t.scalar_type() != at::kDouble) return t;
   return t.to(at::kFloat).contiguous();
 }
 
-Linear take_linear(const ModelWeights& w, const std::string& prefix, int64_t out, int64_t in,
-                   bool with_bias, bool keep) {
+// The weight `name` [out, in] (float or quantized) held as `format` asks.
+Linear take_weight(const ModelWeights& w, const std::string& name, int64_t out, int64_t in,
+                   WeightFormat format) {
   Linear l;
-  l.weight = take(w, prefix + ".weight", {out, in}, keep);
-  if (with_bias) l.bias = take(w, prefix + ".bias", {out}, false);
+  if (auto q = w.quantized.find(name); q != w.quantized.end()) {
+    check(q->second.rows == out && q->second.cols == in, k_op,
+          "tensor '{}': expected shape [{}, {}], got [{}, {}]", name, out, in, q->second.rows,
+          q->second.cols);
+    HeldWeight h = hold_weight({}, q->second, format, name);
+    l.weight = h.dense;
+    l.quant = h.quant;
+    return l;
+  }
+  auto it = w.tensors.find(name);
+  check(it != w.tensors.end(), k_op, "missing tensor '{}' (expected shape {}x{})", name, out, in);
+  check(it->second.sizes().vec() == std::vector<int64_t>{out, in}, k_op,
+        "tensor '{}': expected shape [{}, {}], got {}", name, out, in, shape_str(it->second));
+  check_floating(it->second, k_op, name);
+  HeldWeight h = hold_weight(it->second, {}, format, name);
+  l.weight = h.dense;
+  l.quant = h.quant;
+  return l;
+}
+
+Linear take_linear(const ModelWeights& w, const std::string& prefix, int64_t out, int64_t in,
+                   bool with_bias, WeightFormat format) {
+  Linear l = take_weight(w, prefix + ".weight", out, in, format);
+  if (with_bias) l.bias = take(w, prefix + ".bias", {out});
   return l;
 }
 
@@ -55,12 +75,12 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
 Transformer::Transformer(const ModelWeights& w, TransformerOptions options)
     : config_(w.config), options_(options), rope_((check_config(w.config), w.config)) {
   const ModelConfig& c = config_;
-  const bool keep = options.keep_weight_dtype;
+  const WeightFormat keep = options.weights;
   const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
-  embed_ = take(w, "model.embed_tokens.weight", {c.vocab_size, H}, keep);
-  final_norm_ = take(w, "model.norm.weight", {H}, false);
+  embed_ = take_weight(w, "model.embed_tokens.weight", c.vocab_size, H, keep);
+  final_norm_ = take(w, "model.norm.weight", {H});
   if (c.tie_word_embeddings) {
-    lm_head_.weight = embed_;
+    lm_head_ = embed_;
   } else {
     lm_head_ = take_linear(w, "lm_head", c.vocab_size, H, false, keep);
   }
@@ -68,8 +88,8 @@ Transformer::Transformer(const ModelWeights& w, TransformerOptions options)
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     TransformerLayer L;
-    L.attn_norm = take(w, p + "input_layernorm.weight", {H}, false);
-    L.mlp_norm = take(w, p + "post_attention_layernorm.weight", {H}, false);
+    L.attn_norm = take(w, p + "input_layernorm.weight", {H});
+    L.mlp_norm = take(w, p + "post_attention_layernorm.weight", {H});
     L.q_proj = take_linear(w, p + "self_attn.q_proj", c.num_heads * D, H, c.attention_bias, keep);
     L.k_proj = take_linear(w, p + "self_attn.k_proj", c.num_kv_heads * D, H, c.attention_bias, keep);
     L.v_proj = take_linear(w, p + "self_attn.v_proj", c.num_kv_heads * D, H, c.attention_bias, keep);
@@ -83,29 +103,39 @@ Transformer::Transformer(const ModelWeights& w, TransformerOptions options)
 }
 
 int64_t Transformer::num_parameters() const {
-  int64_t n = embed_.numel() + final_norm_.numel();
-  if (!config_.tie_word_embeddings) n += lm_head_.weight.numel();
+  auto params = [](const Linear& l) {
+    return l.out_features() * l.in_features() + (l.bias.defined() ? l.bias.numel() : 0);
+  };
+  int64_t n = params(embed_) + final_norm_.numel();
+  if (!config_.tie_word_embeddings) n += params(lm_head_);
   for (const auto& L : layers_) {
     n += L.attn_norm.numel() + L.mlp_norm.numel();
     for (const Linear* l : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj,
                             &L.up_proj, &L.down_proj})
-      n += l->weight.numel() + (l->bias.defined() ? l->bias.numel() : 0);
+      n += params(*l);
   }
   return n;
 }
 
 int64_t Transformer::weight_bytes() const {
   auto bytes = [](const at::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : 0; };
-  int64_t n = bytes(embed_) + bytes(final_norm_);
-  if (!config_.tie_word_embeddings) n += bytes(lm_head_.weight);
+  int64_t n = embed_.nbytes() + bytes(final_norm_);
+  if (!config_.tie_word_embeddings) n += lm_head_.nbytes();
   for (const auto& L : layers_) {
     n += bytes(L.attn_norm) + bytes(L.mlp_norm);
     for (const Linear* l : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj,
                             &L.up_proj, &L.down_proj})
-      n += bytes(l->weight) + bytes(l->bias);
+      n += l->nbytes();
   }
   return n;
 }
+
+at::Tensor Transformer::embedding_rows(const at::Tensor& idx) const {
+  if (embed_.quant.defined()) return embed_.quant.dequantize_rows(idx).to(device());
+  return at::index_select(embed_.weight, 0, idx.to(embed_.weight.device())).to(at::kFloat);
+}
+
+at::Device Transformer::device() const { return final_norm_.device(); }
 
 TransformerLayer& Transformer::layer(int64_t i) {
   check(i >= 0 && i < num_layers(), k_op, "layer {} out of range; expected 0..{}", i,
@@ -139,8 +169,8 @@ at::Tensor Transformer::embed(const at::Tensor& tokens, int64_t offset) const {
   check(config_.max_position_embeddings <= 0 || end <= config_.max_position_embeddings, k_op,
         "positions {}..{} exceed max_position_embeddings {}", offset, end - 1,
         config_.max_position_embeddings);
-  at::Tensor x = at::index_select(embed_, 0, tokens.reshape({-1}));
-  return x.to(at::kFloat).reshape({tokens.size(0), tokens.size(1), config_.hidden_size});
+  at::Tensor x = embedding_rows(tokens.reshape({-1}));
+  return x.reshape({tokens.size(0), tokens.size(1), config_.hidden_size});
 }
 
 at::Tensor Transformer::layer_forward(int64_t i, const at::Tensor& x, int64_t offset,

@@ -7,7 +7,7 @@
 //               x = x + y Woᵀ;  h = RMSNorm(x);  x = x + W_down(silu(W_gate h) ⊙ W_up h)
 //   logits = RMSNorm(x) W_lmᵀ   (W_lm = embed when embeddings are tied)
 //
-// Computation is fp32 whatever the checkpoint dtype (fp32, bf16, fp16). Every projection
+// Computation is fp32 whatever the checkpoint dtype (fp32, bf16, fp16, ggml blocks). Every projection
 // is one GEMM over all B·T tokens (at::linear). The forward itself does not disable
 // autograd, so a caller that makes parameters trainable (LoRA, kernel coefficients) can
 // backpropagate through it; inference entry points (generate, perplexity, capture) use
@@ -22,15 +22,17 @@
 #include "oal/model/config.h"
 #include "oal/model/linear.h"
 #include "oal/model/rope.h"
+#include "oal/model/weight_format.h"
 #include "oal/model/weights.h"
 
 namespace oal::model {
 
 struct TransformerOptions {
-  // false: widen every weight to fp32 once at construction (fastest; 4 bytes/param).
-  // true: keep bf16/fp16 weights as loaded (2 bytes/param, e.g. ~1 GB for a 0.5B model)
-  // and widen each one to fp32 just before its GEMM (exact, slower).
-  bool keep_weight_dtype = false;
+  // How projection and embedding weights are held (weight_format.h): by default
+  // quantized ones as stored (GGUF) and float ones widened to fp32 once (4 bytes/param);
+  // `stored` keeps bf16/fp16 as loaded (2 bytes/param) and widens each just before its
+  // GEMM (exact, slower); `q8_0` converts to 8.5 bits per weight.
+  WeightFormat weights = WeightFormat::automatic;
 };
 
 // Weights of one decoder layer (HF names in comments).
@@ -78,8 +80,12 @@ class Transformer {
   // Per-layer weights, mutable so that adapters can be attached (Linear::delta).
   TransformerLayer& layer(int64_t i);
   const TransformerLayer& layer(int64_t i) const;
-  const at::Tensor& embed_tokens() const { return embed_; }  // [V, hidden]
-  const Linear& lm_head() const { return lm_head_; }         // [V, hidden], tied → embed
+  // The token embedding [V, hidden] (dense or quantized, as the options hold it).
+  const Linear& embed_tokens() const { return embed_; }
+  const Linear& lm_head() const { return lm_head_; }  // [V, hidden], tied → embed
+  // Rows idx [n] int64 of the embedding as fp32 [n, hidden] on the model's device.
+  at::Tensor embedding_rows(const at::Tensor& idx) const;
+  at::Device device() const;
 
   // Replaces layer `layer`'s attention (e.g. by an OAL method); method must be non-null.
   void set_attention(int64_t layer, std::shared_ptr<attn::AttentionMethod> method);
@@ -128,7 +134,7 @@ class Transformer {
   ModelConfig config_;
   TransformerOptions options_;
   Rope rope_;
-  at::Tensor embed_;     // [V, hidden]
+  Linear embed_;         // [V, hidden] (only weight or quant is used: a lookup table)
   at::Tensor final_norm_;  // [hidden] fp32
   Linear lm_head_;
   std::vector<TransformerLayer> layers_;

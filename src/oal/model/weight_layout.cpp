@@ -47,6 +47,12 @@ std::map<std::string, std::vector<int64_t>> expected_tensor_shapes(const ModelCo
 void validate_weights(const ModelWeights& w, const std::string& src) {
   const auto expected = expected_tensor_shapes(w.config);
   for (const auto& [name, shape] : expected) {
+    if (auto q = w.quantized.find(name); q != w.quantized.end()) {
+      check(std::vector<int64_t>{q->second.rows, q->second.cols} == shape && w.tensors.count(name) == 0,
+            k_op, "{}: quantized tensor '{}': expected {}, file has [{}, {}]", src, name,
+            shape_text(shape), q->second.rows, q->second.cols);
+      continue;
+    }
     auto it = w.tensors.find(name);
     check(it != w.tensors.end(), k_op, "{}: missing tensor '{}' (expected shape {})", src, name,
           shape_text(shape));
@@ -59,6 +65,8 @@ void validate_weights(const ModelWeights& w, const std::string& src) {
           c10::toString(st));
     check(t.device().is_cpu(), k_op, "{}: tensor '{}': expected a CPU tensor", src, name);
   }
+  for (const auto& [name, q] : w.quantized)
+    check(expected.count(name) > 0, k_op, "{}: unexpected quantized tensor '{}'", src, name);
   for (const auto& [name, t] : w.tensors)
     check(expected.count(name) > 0, k_op,
           "{}: unexpected tensor '{}' for {} with this config (attention_bias {}, tied {})", src,

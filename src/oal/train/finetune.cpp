@@ -109,7 +109,7 @@ void all_reduce_grads(dist::World& world, const std::vector<at::Tensor>& params)
 // Summed NLL of `blocks` [N, ctx] in batches of `batch`, no gradient, fp64 on the CPU.
 at::Tensor nll_total(const model::Transformer& model, const at::Tensor& blocks, int64_t batch) {
   at::NoGradGuard no_grad;
-  const at::Device dev = model.embed_tokens().device();
+  const at::Device dev = model.device();
   at::Tensor sum = at::zeros({1}, at::kDouble);
   for (int64_t b = 0; b < blocks.size(0); b += batch) {
     const int64_t n = std::min(batch, blocks.size(0) - b);
@@ -173,7 +173,7 @@ FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
   const nlohmann::json signature = run_signature(o, data, names);
   AdamW opt(params, o.adamw);
   const LrSchedule sched{o.adamw.lr, o.steps, o.warmup_fraction};
-  const at::Device dev = model.embed_tokens().device();
+  const at::Device dev = model.device();
 
   auto assign = [&](const std::map<std::string, at::Tensor>& values) {
     at::NoGradGuard no_grad;

@@ -1,0 +1,121 @@
+// Transformers holding their weights quantized (--weights, model/weight_format.h):
+// the real SmolLM2-135M GGUF kept as stored (Q4_1 layers, Q8_0 tied embedding) against
+// the same file dequantized to fp32, and float checkpoints converted to Q8_0 / bf16
+// against fp32. The quantized path's own agreement with llama.cpp is checked in
+// tests/eval/test_smollm2_llamacpp.cpp, which loads the model this way.
+#include <gtest/gtest.h>
+
+#include "common/shared_data.h"
+#include "oal/core/error.h"
+#include "oal/io/gguf_quants.h"
+#include "oal/model/fingerprint.h"
+#include "oal/model/load.h"
+#include "oal/model/synthetic.h"
+#include "oal/model/transformer.h"
+
+using namespace oal;
+using model::WeightFormat;
+
+namespace {
+
+constexpr const char* k_model = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+at::Tensor prompt_tokens(int64_t n, int64_t vocab) {
+  return (at::arange(n, at::kLong) * 7919 + 13).remainder(vocab).unsqueeze(0);
+}
+
+double max_abs(const at::Tensor& t) { return t.abs().max().item<double>(); }
+
+}  // namespace
+
+TEST(QuantizedWeights, SmolLM2KeptAsStoredMatchesItsFp32Copy) {
+  const auto path = test::model_cache_file(k_model);
+  OAL_REQUIRE_PATH(path, "model file (scripts/fetch-models.sh)");
+  const model::ModelWeights q = model::load_model(path.string(), {.keep_quantized = true});
+  // Every projection and the embedding stay in their file types.
+  ASSERT_EQ(q.quantized.size(), size_t(30 * 7 + 1));
+  EXPECT_EQ(q.quantized.at("model.embed_tokens.weight").type, uint32_t(io::GgmlType::Q8_0));
+  EXPECT_EQ(q.quantized.at("model.layers.0.self_attn.q_proj.weight").type,
+            uint32_t(io::GgmlType::Q4_1));
+  const model::ModelWeights f = model::load_model(path.string());
+  EXPECT_EQ(model::model_fingerprint(q), model::model_fingerprint(f));
+
+  const model::Transformer mq(q), mf(f);
+  EXPECT_EQ(mq.num_parameters(), mf.num_parameters());
+  // Q4_1 is 5 bits per weight, Q8_0 8.5: under a fifth of fp32's bytes.
+  EXPECT_LT(mq.weight_bytes(), mf.weight_bytes() / 5);
+  EXPECT_TRUE(mq.embed_tokens().quant.defined());
+  EXPECT_TRUE(mq.lm_head().quant.defined());  // tied: the same Q8_0 table
+
+  // Decoded rows are exactly the dequantized ones (io::dequantize's values).
+  const at::Tensor idx = at::tensor({0, 1, 17, 49151}, at::kLong);
+  EXPECT_TRUE(mq.embedding_rows(idx).equal(mf.embedding_rows(idx)));
+
+  // The same weight values, summed in another order (T = 1: blocks of 32 in registers
+  // vs the fp32 streaming pass; T = 24: decoded panels through the same fp32 GEMM): fp32
+  // rounding differences only, carried through 30 layers. Measured (AVX-512): 3e-5 at
+  // T = 1, 0 at T = 24, on logits up to 31; 2e-2 leaves room for other SIMD targets and
+  // thread counts while any decoding error (a wrong nibble, scale or row permutation)
+  // moves logits by whole units.
+  for (int64_t T : {1, 24}) {  // T = 1: the decode pass; 24: the prefill panels
+    const at::Tensor tokens = prompt_tokens(T, q.config.vocab_size);
+    const at::Tensor a = mq.forward(tokens), b = mf.forward(tokens);
+    EXPECT_LT(max_abs(a - b), 2e-2) << "T=" << T << ", logits up to " << max_abs(b);
+    EXPECT_TRUE(a.argmax(-1).equal(b.argmax(-1))) << "T=" << T;
+  }
+}
+
+TEST(QuantizedWeights, FloatCheckpointConvertsToQ8_0AndBf16) {
+  model::SyntheticOptions o;
+  o.hidden_size = 64;
+  o.intermediate_size = 96;  // down_proj has 96 inputs: 3 blocks of 32
+  o.num_layers = 2;
+  o.seed = 5;
+  const model::ModelWeights w = model::make_synthetic_weights(o);
+  const model::Transformer f(w), q8(w, {.weights = WeightFormat::q8_0}),
+      bf(w, {.weights = WeightFormat::bf16});
+  EXPECT_TRUE(q8.layer(0).q_proj.quant.defined());
+  EXPECT_TRUE(q8.layer(1).down_proj.quant.defined());
+  EXPECT_TRUE(q8.lm_head().quant.defined());
+  EXPECT_FALSE(f.layer(0).q_proj.quant.defined());
+  EXPECT_EQ(bf.layer(0).up_proj.weight.scalar_type(), at::kBFloat16);
+  // Q8_0: 34 bytes per 32 weights (norms stay fp32); bf16: 2 bytes per weight.
+  EXPECT_LT(q8.weight_bytes(), f.weight_bytes() * 3 / 10);
+  EXPECT_LT(bf.weight_bytes(), f.weight_bytes() * 6 / 10);
+  EXPECT_EQ(q8.num_parameters(), f.num_parameters());
+
+  const at::Tensor tokens = prompt_tokens(16, w.config.vocab_size);
+  const at::Tensor ref = f.forward(tokens);
+  // Q8_0 rounds each weight to within half a step of max|block| / 127 (0.4% of the
+  // block's largest weight), bf16 to 2^-9 relative: a few tenths of a percent of the
+  // logit scale after two layers; 3% of max |logit| separates that from a broken path
+  // (a wrong row, scale or block order moves logits by their own magnitude).
+  const double scale = max_abs(ref);
+  EXPECT_LT(max_abs(q8.forward(tokens) - ref), 0.03 * scale);
+  EXPECT_LT(max_abs(bf.forward(tokens) - ref), 0.03 * scale);
+  EXPECT_GT(max_abs(q8.forward(tokens) - ref), 0.0);  // it did quantize
+}
+
+TEST(QuantizedWeights, Q8_0KeepsWeightsItCannotBlockAsFp32) {
+  model::SyntheticOptions o;
+  o.hidden_size = 64;
+  o.intermediate_size = 72;  // down_proj's 72 inputs are not whole blocks of 32
+  o.seed = 6;
+  const model::Transformer q8(model::make_synthetic_weights(o), {.weights = WeightFormat::q8_0});
+  EXPECT_TRUE(q8.layer(0).gate_proj.quant.defined());
+  EXPECT_FALSE(q8.layer(0).down_proj.quant.defined());
+  EXPECT_EQ(q8.layer(0).down_proj.weight.scalar_type(), at::kFloat);
+}
+
+TEST(QuantizedWeights, UnknownFormatIsNamed) {
+  EXPECT_EQ(model::parse_weight_format("q8_0"), WeightFormat::q8_0);
+  EXPECT_EQ(model::weight_format_name(WeightFormat::automatic), "auto");
+  try {
+    model::parse_weight_format("q4");
+    ADD_FAILURE() << "q4 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[weights] unknown weight format 'q4'; expected auto"),
+              std::string::npos)
+        << e.what();
+  }
+}
