@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "weights_option.h"
 #include "command.h"
 #include "oal/core/error.h"
 #include "oal/core/machine.h"
@@ -31,7 +32,7 @@ struct BenchArgs {
   // --model: the model-level benchmark (eval/model_bench.h).
   std::string model, variants = "softmax,oal,hybrid", prefill_lengths = "1024,4096";
   std::string hybrid_layers = "default";
-  bool keep_dtype = false;
+  oal::model::TransformerOptions weights;
 };
 
 // A synthetic checkpoint with Qwen2.5-0.5B's shapes (speed only depends on shapes).
@@ -95,8 +96,9 @@ std::vector<int64_t> parse_lengths(const std::string& list, const char* option) 
 
 std::string model_report(const BenchArgs& a, const oal::ProgressFn& progress) {
   const bool synthetic = a.model == "synthetic:qwen2.5-0.5b";
-  const auto weights = synthetic ? qwen05b_shaped() : oal::model::load_model(a.model);
-  oal::model::Transformer model(weights, {.keep_weight_dtype = a.keep_dtype});
+  const auto weights =
+      synthetic ? qwen05b_shaped() : oal::model::load_model(a.model, {.keep_quantized = true});
+  oal::model::Transformer model(weights, a.weights);
   oal::eval::ModelBenchConfig c;
   c.variants = split(a.variants);
   c.prefill_lengths = parse_lengths(a.prefill_lengths, "--prefill-n");
@@ -196,8 +198,7 @@ oal::cli::Registrar reg{
                      "With --model: converted layers of the hybrid (e.g. 3-20; default: the "
                      "paper's range rule, model/hybrid.h)")
           ->capture_default_str();
-      app.add_flag("--keep-dtype", a->keep_dtype,
-                   "With --model: keep bf16 weights as loaded (half the memory, slower GEMMs)");
+      oal::cli::add_weights_option(app, a->weights);
       return [a] { run(*a); };
     }};
 

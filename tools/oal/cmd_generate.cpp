@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "weights_option.h"
 #include "command.h"
 #include "oal/core/error.h"
 #include "oal/model/find_tokenizer.h"
@@ -21,7 +22,8 @@ struct GenerateArgs {
   int64_t n = 64, top_k = 0;
   double temp = 0.0, top_p = 1.0;
   uint64_t seed = 0;
-  bool json = false, keep_dtype = false, ignore_eos = false;
+  bool json = false, ignore_eos = false;
+  oal::model::TransformerOptions weights;
 };
 
 void run(const GenerateArgs& a) {
@@ -29,7 +31,7 @@ void run(const GenerateArgs& a) {
   auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
   // load_transformer: a converted directory (oal convert / finetune) gets its hybrid
   // attention; any other model loads as load_model() does.
-  const auto model_ptr = oal::convert::load_transformer(a.model, {.keep_weight_dtype = a.keep_dtype});
+  const auto model_ptr = oal::convert::load_transformer(a.model, a.weights);
   const oal::model::Transformer& model = *model_ptr;
   const std::vector<int32_t> prompt = tok->encode(a.prompt, /*add_bos=*/true);
   oal::model::GenerateOptions o;
@@ -80,8 +82,7 @@ oal::cli::Registrar reg{
                      "Tokenizer file (default: tokenizer.json / tok512.bin / tokenizer.bin "
                      "beside the model)");
       app.add_flag("--ignore-eos", a->ignore_eos, "Keep going past end-of-sequence tokens");
-      app.add_flag("--keep-dtype", a->keep_dtype,
-                   "Keep bf16/f16 weights as stored (half the memory, slower)");
+      oal::cli::add_weights_option(app, a->weights);
       app.add_flag("--json", a->json, "Print one JSON object at the end instead of streaming");
       return [a] { run(*a); };
     }};

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "weights_option.h"
 #include "command.h"
 #include "oal/eval/perplexity.h"
 #include "oal/model/find_tokenizer.h"
@@ -17,7 +18,8 @@ namespace {
 struct PplArgs {
   std::string model, text, tokenizer;
   int64_t ctx = 0, batch = 1, max_blocks = 0;
-  bool json = false, keep_dtype = false, quiet = false;
+  bool json = false, quiet = false;
+  oal::model::TransformerOptions weights;
 };
 
 nlohmann::json to_json(const PplArgs& a, const oal::eval::PerplexityResult& r) {
@@ -37,7 +39,7 @@ void run(const PplArgs& a) {
   const std::vector<int32_t> stream = tok->encode(oal::text::read_text_file(a.text), false);
   // load_transformer: a converted directory (oal convert / finetune) gets its hybrid
   // attention; any other model loads as load_model() does.
-  const auto model_ptr = oal::convert::load_transformer(a.model, {.keep_weight_dtype = a.keep_dtype});
+  const auto model_ptr = oal::convert::load_transformer(a.model, a.weights);
   const oal::model::Transformer& model = *model_ptr;
   oal::cli::ProgressBar bar("ppl", !a.quiet);
   oal::eval::PerplexityOptions o{.ctx = a.ctx, .batch = a.batch, .max_blocks = a.max_blocks,
@@ -73,8 +75,7 @@ oal::cli::Registrar reg{
       app.add_option("--tokenizer", a->tokenizer,
                      "Tokenizer file (default: tokenizer.json / tok512.bin / tokenizer.bin "
                      "beside the model)");
-      app.add_flag("--keep-dtype", a->keep_dtype,
-                   "Keep bf16/f16 weights as stored (half the memory, slower)");
+      oal::cli::add_weights_option(app, a->weights);
       app.add_flag("--quiet", a->quiet, "No progress bar");
       app.add_flag("--json", a->json, "Machine-readable output");
       return [a] { run(*a); };

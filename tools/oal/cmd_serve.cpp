@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "weights_option.h"
 #include "command.h"
 #include "oal/convert/convert.h"
 #include "oal/core/error.h"
@@ -27,7 +28,7 @@ struct ServeArgs {
   std::string model, tokenizer, name, chat_format = "auto", port_file;
   oal::serve::ServerOptions server;
   oal::serve::EngineOptions engine;
-  bool keep_dtype = false;
+  oal::model::TransformerOptions weights;
 };
 
 volatile std::sig_atomic_t g_stop_requested = 0;
@@ -72,7 +73,7 @@ void run(const ServeArgs& a) {
   std::signal(SIGPIPE, SIG_IGN);
 
   auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
-  const auto model = oal::convert::load_transformer(a.model, {.keep_weight_dtype = a.keep_dtype});
+  const auto model = oal::convert::load_transformer(a.model, a.weights);
   const oal::serve::ChatFormat chat = chat_format(a);
   oal::serve::ServerOptions so = a.server;
   so.model_name = a.name.empty() ? fs::path(a.model).filename().string() : a.name;
@@ -154,7 +155,7 @@ oal::cli::Registrar reg{
       app.add_option("--state-dir", a->engine.store.state_dir,
                      "Directory for saved conversations (one checksummed file each; read back "
                      "after a restart)");
-      app.add_flag("--keep-dtype", a->keep_dtype, "Keep bf16/f16 weights as stored (half the memory, slower)");
+      oal::cli::add_weights_option(app, a->weights);
       return [a] { run(*a); };
     }};
 
