@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# oal side by side with llama.cpp on the same GGUF file, the same machine and thread
+# count, in one run (issue 26): prefill tokens/s at N tokens and decode ms/token at
+# context depths, llama.cpp with flash attention on and its default f16 KV cache (its
+# best CPU setting), oal with the weights kept as the file stores them (--weights auto)
+# for the softmax model, all layers OAL and the paper-range hybrid, with peak RSS.
+#
+#   scripts/bench-peer.sh [--model FILE.gguf] [--prefill 512,4096] [--depths 1024,4096]
+#                         [--threads 2] [--simd avx2] [--repeats 3] [--out DIR]
+#
+# llama.cpp is built from source by scripts/build-llama-cpp.sh (native CPU flags; with
+# --simd avx2, a second build with AVX-512 off, so both sides run AVX2). Writes
+# DIR/llama-bench.json, DIR/oal-bench.json and DIR/table.md (scripts/peer_table.py);
+# prints the table. Turn autogroup off and keep other work off the CPU while it runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+model=.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
+prefill=512,4096
+depths=1024,4096
+threads=$(nproc)
+simd=""
+repeats=3
+out=runs/peer
+oal=${OAL_BIN:-build/release/oal}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --model) model=$2; shift 2 ;;
+    --prefill) prefill=$2; shift 2 ;;
+    --depths) depths=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --simd) simd=$2; shift 2 ;;
+    --repeats) repeats=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "bench-peer: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ -f "$model" ] || { echo "bench-peer: $model: no such file (scripts/fetch-models.sh fetches SmolLM2)" >&2; exit 1; }
+[ -x "$oal" ] || { echo "bench-peer: $oal not built (make build)" >&2; exit 1; }
+case "$simd" in
+  "") peer_dir=.cache/peer ;;
+  avx2) peer_dir=.cache/peer-avx2 ;;
+  *) echo "bench-peer: --simd must be avx2 or empty (native), got '$simd'" >&2; exit 2 ;;
+esac
+PEER_DIR=$peer_dir PEER_SIMD=$simd bash scripts/build-llama-cpp.sh
+mkdir -p "$out"
+if [ -r /proc/sys/kernel/sched_autogroup_enabled ] && [ "$(cat /proc/sys/kernel/sched_autogroup_enabled)" != 0 ]; then
+  echo "bench-peer: warning: autogroup is on (echo 0 > /proc/sys/kernel/sched_autogroup_enabled)" >&2
+fi
+
+# llama.cpp: -p N = prefill of N tokens (ubatch 512, as it runs); -n 32 -d D = 32
+# tokens generated after a D-token context. -fa 1: flash attention; KV f16 (default).
+echo "bench-peer: llama-bench on $model ($threads threads)" >&2
+# Peak RSS: /usr/bin/time over each llama-bench invocation (its largest test).
+/usr/bin/time -f "%M" -o "$out/llama-bench-prefill.rss-kb" \
+  "$peer_dir/bin/llama-bench" -m "$model" -t "$threads" -fa 1 -r "$repeats" \
+  -p "$prefill" -n 0 -o json > "$out/llama-bench-prefill.json"
+/usr/bin/time -f "%M" -o "$out/llama-bench-decode.rss-kb" \
+  "$peer_dir/bin/llama-bench" -m "$model" -t "$threads" -fa 1 -r "$repeats" \
+  -p 0 -n 32 -d "$depths" -o json > "$out/llama-bench-decode.json"
+
+echo "bench-peer: oal bench --model $model ($threads threads${simd:+, SIMD $simd})" >&2
+OAL_THREADS=$threads "$oal" bench --model "$model" --variants softmax,oal,hybrid \
+  --prefill-n "$prefill" --n "$depths" --repeats "$repeats" --decode-steps 32 \
+  ${simd:+--simd "$simd"} --weights auto --json --quiet > "$out/oal-bench.json"
+
+"${OAL_VENV:-.cache/venv}/bin/python" scripts/peer_table.py --llama "$out/llama-bench-prefill.json" \
+  --llama "$out/llama-bench-decode.json" --oal "$out/oal-bench.json" > "$out/table.md"
+echo "llama.cpp peak RSS (MiB): prefill $(( $(cat "$out/llama-bench-prefill.rss-kb") / 1024 )), decode $(( $(cat "$out/llama-bench-decode.rss-kb") / 1024 ))" >> "$out/table.md"
+cat "$out/table.md"
