@@ -204,6 +204,28 @@ TEST(CliModel, GenerateErrors) {
   EXPECT_EQ(bad_p.status, 1);
 }
 
+TEST(CliModel, GenerateOnTheRealGgufInEveryWeightFormat) {
+  // SmolLM2 Q4_1 as stored (default), decoded to fp32, and re-quantized to Q8_0: the
+  // first two hold the same weight values (logits within 3e-5,
+  // tests/model/test_quantized_weights.cpp), so greedy decoding gives the same text;
+  // Q8_0 of the decoded Q4_1 values is another model and only has to run.
+  const fs::path model = oal::test::model_cache_file("SmolLM2-135M-Instruct.Q4_1.gguf");
+  OAL_REQUIRE_PATH(model, "model file (scripts/fetch-models.sh)");
+  const std::string base = "generate --model " + q(model) + " --prompt 'The capital of France is' -n 8";
+  const CliResult stored = oal_run(base);
+  const CliResult f32 = oal_run(base + " --weights f32");
+  const CliResult q8 = oal_run(base + " --weights q8_0");
+  ASSERT_EQ(stored.status, 0) << stored.err;
+  ASSERT_EQ(f32.status, 0) << f32.err;
+  ASSERT_EQ(q8.status, 0) << q8.err;
+  EXPECT_EQ(stored.out, f32.out);
+  EXPECT_EQ(stored.out.rfind("The capital of France is", 0), 0u) << stored.out;
+  EXPECT_GT(q8.out.size(), std::string("The capital of France is").size());
+  const CliResult bad = oal_run(base + " --weights q4");
+  EXPECT_EQ(bad.status, 105) << bad.err;  // CLI11's status for a failed option check
+  EXPECT_NE(bad.err.find("--weights"), std::string::npos) << bad.err;
+}
+
 TEST(CliModel, CaptureWritesReadableFile) {
   auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
   auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
