@@ -37,6 +37,22 @@ at::Tensor quant_forward(const QuantWeight& q, const at::Tensor& x, const at::Te
   return y;
 }
 
+// x [..., in] through the dense weight: the projection kernel when it can run, else
+// at::linear.
+at::Tensor dense_forward(const at::Tensor& weight, const at::Tensor& x, const at::Tensor& bias) {
+  const at::Tensor w = weight.scalar_type() == x.scalar_type() ? weight : weight.to(x.scalar_type());
+  if (!kernel_can_run(x, w, bias)) return bias.defined() ? at::linear(x, w, bias) : at::linear(x, w);
+  const at::Tensor xc = x.contiguous(), wc = w.contiguous();
+  const int64_t K = w.size(1), N = w.size(0), M = xc.numel() / K;
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = N;
+  at::Tensor y = at::empty(shape, xc.options());
+  kernels::cpu::linear_f32(M, N, K, xc.data_ptr<float>(), wc.data_ptr<float>(),
+                           bias.defined() ? bias.contiguous().data_ptr<float>() : nullptr,
+                           y.data_ptr<float>());
+  return y;
+}
+
 }  // namespace
 
 at::Tensor Linear::dense_weight() const {
@@ -49,27 +65,10 @@ int64_t Linear::nbytes() const {
 }
 
 at::Tensor Linear::forward(const at::Tensor& x) const {
-  if (quant.defined()) {
+  if (quant.defined())
     check(x.size(-1) == quant.cols, "linear", "input has {} features, the weight expects {}",
           x.size(-1), quant.cols);
-    at::Tensor y = quant_forward(quant, x, bias);
-    if (delta) y = y + delta->apply(x);
-    return y;
-  }
-  const at::Tensor w = weight.scalar_type() == x.scalar_type() ? weight : weight.to(x.scalar_type());
-  at::Tensor y;
-  if (kernel_can_run(x, w, bias)) {
-    const at::Tensor xc = x.contiguous(), wc = w.contiguous();
-    const int64_t K = in_features(), N = out_features(), M = xc.numel() / K;
-    std::vector<int64_t> shape = x.sizes().vec();
-    shape.back() = N;
-    y = at::empty(shape, xc.options());
-    kernels::cpu::linear_f32(M, N, K, xc.data_ptr<float>(), wc.data_ptr<float>(),
-                             bias.defined() ? bias.contiguous().data_ptr<float>() : nullptr,
-                             y.data_ptr<float>());
-  } else {
-    y = bias.defined() ? at::linear(x, w, bias) : at::linear(x, w);
-  }
+  at::Tensor y = quant.defined() ? quant_forward(quant, x, bias) : dense_forward(weight, x, bias);
   if (delta) y = y + delta->apply(x);
   return y;
 }

@@ -37,22 +37,21 @@ at::Tensor take(const ModelWeights& w, const std::string& name, std::vector<int6
 // The weight `name` [out, in] (float or quantized) held as `format` asks.
 Linear take_weight(const ModelWeights& w, const std::string& name, int64_t out, int64_t in,
                    WeightFormat format) {
-  Linear l;
+  HeldWeight h;
   if (auto q = w.quantized.find(name); q != w.quantized.end()) {
     check(q->second.rows == out && q->second.cols == in, k_op,
           "tensor '{}': expected shape [{}, {}], got [{}, {}]", name, out, in, q->second.rows,
           q->second.cols);
-    HeldWeight h = hold_weight({}, q->second, format, name);
-    l.weight = h.dense;
-    l.quant = h.quant;
-    return l;
+    h = hold_weight({}, q->second, format, name);
+  } else {
+    auto it = w.tensors.find(name);
+    check(it != w.tensors.end(), k_op, "missing tensor '{}' (expected shape {}x{})", name, out, in);
+    check(it->second.sizes().vec() == std::vector<int64_t>{out, in}, k_op,
+          "tensor '{}': expected shape [{}, {}], got {}", name, out, in, shape_str(it->second));
+    check_floating(it->second, k_op, name);
+    h = hold_weight(it->second, {}, format, name);
   }
-  auto it = w.tensors.find(name);
-  check(it != w.tensors.end(), k_op, "missing tensor '{}' (expected shape {}x{})", name, out, in);
-  check(it->second.sizes().vec() == std::vector<int64_t>{out, in}, k_op,
-        "tensor '{}': expected shape [{}, {}], got {}", name, out, in, shape_str(it->second));
-  check_floating(it->second, k_op, name);
-  HeldWeight h = hold_weight(it->second, {}, format, name);
+  Linear l;
   l.weight = h.dense;
   l.quant = h.quant;
   return l;
@@ -75,14 +74,14 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
 Transformer::Transformer(const ModelWeights& w, TransformerOptions options)
     : config_(w.config), options_(options), rope_((check_config(w.config), w.config)) {
   const ModelConfig& c = config_;
-  const WeightFormat keep = options.weights;
+  const WeightFormat format = options.weights;
   const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
-  embed_ = take_weight(w, "model.embed_tokens.weight", c.vocab_size, H, keep);
+  embed_ = take_weight(w, "model.embed_tokens.weight", c.vocab_size, H, format);
   final_norm_ = take(w, "model.norm.weight", {H});
   if (c.tie_word_embeddings) {
     lm_head_ = embed_;
   } else {
-    lm_head_ = take_linear(w, "lm_head", c.vocab_size, H, false, keep);
+    lm_head_ = take_linear(w, "lm_head", c.vocab_size, H, false, format);
   }
   auto softmax = std::make_shared<attn::SoftmaxAttention>();
   for (int64_t i = 0; i < c.num_layers; ++i) {
@@ -90,13 +89,13 @@ Transformer::Transformer(const ModelWeights& w, TransformerOptions options)
     TransformerLayer L;
     L.attn_norm = take(w, p + "input_layernorm.weight", {H});
     L.mlp_norm = take(w, p + "post_attention_layernorm.weight", {H});
-    L.q_proj = take_linear(w, p + "self_attn.q_proj", c.num_heads * D, H, c.attention_bias, keep);
-    L.k_proj = take_linear(w, p + "self_attn.k_proj", c.num_kv_heads * D, H, c.attention_bias, keep);
-    L.v_proj = take_linear(w, p + "self_attn.v_proj", c.num_kv_heads * D, H, c.attention_bias, keep);
-    L.o_proj = take_linear(w, p + "self_attn.o_proj", H, c.num_heads * D, false, keep);
-    L.gate_proj = take_linear(w, p + "mlp.gate_proj", I, H, false, keep);
-    L.up_proj = take_linear(w, p + "mlp.up_proj", I, H, false, keep);
-    L.down_proj = take_linear(w, p + "mlp.down_proj", H, I, false, keep);
+    L.q_proj = take_linear(w, p + "self_attn.q_proj", c.num_heads * D, H, c.attention_bias, format);
+    L.k_proj = take_linear(w, p + "self_attn.k_proj", c.num_kv_heads * D, H, c.attention_bias, format);
+    L.v_proj = take_linear(w, p + "self_attn.v_proj", c.num_kv_heads * D, H, c.attention_bias, format);
+    L.o_proj = take_linear(w, p + "self_attn.o_proj", H, c.num_heads * D, false, format);
+    L.gate_proj = take_linear(w, p + "mlp.gate_proj", I, H, false, format);
+    L.up_proj = take_linear(w, p + "mlp.up_proj", I, H, false, format);
+    L.down_proj = take_linear(w, p + "mlp.down_proj", H, I, false, format);
     L.attention = softmax;
     layers_.push_back(std::move(L));
   }
