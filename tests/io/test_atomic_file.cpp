@@ -1,36 +1,19 @@
 // Atomic writes: complete replacement on success, untouched target and no temp file
 // on failure.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
+#include "common/temp_dir.h"
 #include "oal/core/error.h"
 #include "oal/io/atomic_file.h"
 
 namespace fs = std::filesystem;
 
 namespace {
-// Every test's files live under one per-process directory, removed at exit.
-const fs::path& temp_root() {
-  static const fs::path root =
-      fs::temp_directory_path() / ("oal_test_atomic_" + std::to_string(::getpid()));
-  static const struct Remover {
-    ~Remover() {
-      std::error_code ec;
-      fs::remove_all(root, ec);
-    }
-  } remover;
-  return root;
-}
-
-fs::path temp_dir() {
-  auto d = temp_root() / ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  fs::create_directories(d);
-  return d;
-}
+fs::path temp_dir() { return oal::test::test_dir("atomic"); }
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/temp_dir.h"
 #include "oal/core/error.h"
 #include "oal/io/safetensors.h"
 
@@ -17,25 +18,7 @@ using oal::io::write_safetensors;
 
 namespace {
 
-// Every test's files live under one per-process directory, removed at exit.
-const fs::path& temp_root() {
-  static const fs::path root =
-      fs::temp_directory_path() / ("oal_test_safetensors_" + std::to_string(::getpid()));
-  static const struct Remover {
-    ~Remover() {
-      std::error_code ec;
-      fs::remove_all(root, ec);
-    }
-  } remover;
-  return root;
-}
-
-fs::path temp_dir() {
-  auto d = temp_root() /
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  fs::create_directories(d);
-  return d;
-}
+fs::path temp_dir() { return oal::test::test_dir("safetensors"); }
 
 std::string read_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -1,7 +1,6 @@
 // Checkpoint loading: HF config parsing, HF directories (single file, sharded, bf16),
 // shape/name validation, llama2.c legacy files (stories260K and hand-built files).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -10,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/shared_data.h"
+#include "common/temp_dir.h"
 #include "oal/core/error.h"
 #include "oal/io/safetensors.h"
 #include "oal/model/hf_config.h"
@@ -25,25 +25,7 @@ using namespace oal::model;
 
 namespace {
 
-// Every test's files live under one per-process directory, removed at exit.
-const fs::path& temp_root() {
-  static const fs::path root =
-      fs::temp_directory_path() / ("oal_test_load_" + std::to_string(::getpid()));
-  static const struct Remover {
-    ~Remover() {
-      std::error_code ec;
-      fs::remove_all(root, ec);
-    }
-  } remover;
-  return root;
-}
-
-fs::path temp_dir(const std::string& sub = "") {
-  auto d = temp_root() /
-           ::testing::UnitTest::GetInstance()->current_test_info()->name() / sub;
-  fs::create_directories(d);
-  return d;
-}
+fs::path temp_dir(const std::string& sub = "") { return oal::test::test_dir("load", sub); }
 
 // Runs `f`, expecting an oal::Error whose message contains every part of `expect`.
 template <typename F>

@@ -2,7 +2,6 @@
 // (Qwen2 biases, tied embeddings, Llama-3 rope scaling, shards, bf16), the planted
 // outlier dimensions, and the tokenizer written beside them.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -10,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "common/temp_dir.h"
 #include "oal/core/error.h"
 #include "oal/model/hf_config.h"
 #include "oal/model/load.h"
@@ -23,25 +23,7 @@ using namespace oal::model;
 
 namespace {
 
-// Every test's files live under one per-process directory, removed at exit.
-const fs::path& temp_root() {
-  static const fs::path root =
-      fs::temp_directory_path() / ("oal_test_synth_" + std::to_string(::getpid()));
-  static const struct Remover {
-    ~Remover() {
-      std::error_code ec;
-      fs::remove_all(root, ec);
-    }
-  } remover;
-  return root;
-}
-
-fs::path temp_dir(const std::string& sub) {
-  auto d = temp_root() /
-           ::testing::UnitTest::GetInstance()->current_test_info()->name() / sub;
-  fs::create_directories(d);
-  return d;
-}
+fs::path temp_dir(const std::string& sub) { return oal::test::test_dir("synth", sub); }
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
