@@ -40,3 +40,11 @@ TEST(Ranges, FormatsRunsCompactly) {
   EXPECT_EQ(parse_index_list(oal::format_index_list({1, 2, 3, 9, 11, 12}), "x"),
             (std::vector<int64_t>{1, 2, 3, 9, 11, 12}));
 }
+
+TEST(SplitNames, KeepsOrderAndDropsEmptyItems) {
+  EXPECT_EQ(oal::split_names("oal,global"), (std::vector<std::string>{"oal", "global"}));
+  EXPECT_EQ(oal::split_names(",a,,b,"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(oal::split_names("").empty());
+  EXPECT_TRUE(oal::split_names(",,").empty());
+  EXPECT_EQ(oal::split_names("one"), (std::vector<std::string>{"one"}));
+}

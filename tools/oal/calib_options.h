@@ -3,7 +3,6 @@
 // the block split, layer and method lists, and the fitter settings.
 #include <CLI/CLI.hpp>
 
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -42,16 +41,6 @@ inline void add_fit_options(CLI::App& app, calib::CalibrationOptions& o) {
   app.add_option("--perturb-sigma", o.perturb_sigma, "Noise of the perturbed initialisations")
       ->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of random draws and sampling")->capture_default_str();
-}
-
-// "a,b,c" -> {"a", "b", "c"} (empty items dropped).
-inline std::vector<std::string> split_names(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
 }
 
 inline std::vector<int64_t> parse_layers(const std::string& s) {

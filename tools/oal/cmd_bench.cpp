@@ -2,7 +2,6 @@
 #include <ATen/Parallel.h>
 #include <fmt/core.h>
 
-#include <sstream>
 
 #include "weights_option.h"
 #include "command.h"
@@ -40,20 +39,11 @@ oal::model::ModelWeights qwen05b_shaped() {
   return oal::model::make_synthetic_weights(oal::model::qwen25_05b_shape());
 }
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 oal::eval::BenchConfig to_config(const BenchArgs& a) {
   oal::eval::BenchConfig c;
-  c.methods = split(a.methods);
+  c.methods = oal::split_names(a.methods);
   c.lengths.clear();
-  for (const auto& n : split(a.lengths)) {
+  for (const auto& n : oal::split_names(a.lengths)) {
     try {
       c.lengths.push_back(std::stoll(n));
     } catch (const std::exception&) {
@@ -61,7 +51,7 @@ oal::eval::BenchConfig to_config(const BenchArgs& a) {
     }
   }
   c.dtypes.clear();
-  for (const auto& d : split(a.dtypes)) {
+  for (const auto& d : oal::split_names(a.dtypes)) {
     if (d == "bf16") c.dtypes.push_back(at::kBFloat16);
     else if (d == "fp32") c.dtypes.push_back(at::kFloat);
     else oal::fail("bench", "--dtype: '{}', expected bf16 and/or fp32", d);
@@ -84,7 +74,7 @@ oal::eval::BenchConfig to_config(const BenchArgs& a) {
 
 std::vector<int64_t> parse_lengths(const std::string& list, const char* option) {
   std::vector<int64_t> out;
-  for (const auto& n : split(list)) {
+  for (const auto& n : oal::split_names(list)) {
     try {
       out.push_back(std::stoll(n));
     } catch (const std::exception&) {
@@ -100,7 +90,7 @@ std::string model_report(const BenchArgs& a, const oal::ProgressFn& progress) {
       synthetic ? qwen05b_shaped() : oal::model::load_model(a.model, {.keep_quantized = true});
   oal::model::Transformer model(weights, a.weights);
   oal::eval::ModelBenchConfig c;
-  c.variants = split(a.variants);
+  c.variants = oal::split_names(a.variants);
   c.prefill_lengths = parse_lengths(a.prefill_lengths, "--prefill-n");
   c.decode_contexts = parse_lengths(a.lengths, "--n");
   c.hybrid_layers = a.hybrid_layers;

@@ -68,7 +68,7 @@ void run(const CalibrateArgs& a) {
   }
   o.split = a.split.parse();
   o.calibration = a.options;
-  o.calibration.methods = oal::cli::split_names(a.methods);
+  o.calibration.methods = oal::split_names(a.methods);
   o.calibration.world = world;
   std::optional<oal::attn::ModelKernels> groups;
   if (!a.groups.empty()) groups = oal::attn::read_kernels(a.groups);

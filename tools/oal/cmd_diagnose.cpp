@@ -49,7 +49,7 @@ void run(DiagnoseArgs a) {
     for (const auto& k : groups.layer(l)) dl.groups.push_back(k.groups());
     in.push_back(std::move(dl));
   }
-  a.options.methods = oal::cli::split_names(a.methods);
+  a.options.methods = oal::split_names(a.methods);
   a.options.seeds.clear();
   for (int64_t s = 0; s < a.seeds; ++s) a.options.seeds.push_back(uint64_t(s));
   oal::eval::DiagnoseResult r;

@@ -64,7 +64,7 @@ void run(LinearizeArgs a) {
   o.prompts = a.prompts;
   o.grouping = a.grouping;
   o.calibration = a.options;
-  o.calibration.methods = oal::cli::split_names(a.methods);
+  o.calibration.methods = oal::split_names(a.methods);
   o.calibration.world = world;
   o.write = root;
   oal::cli::ProgressBar analyze("analyze", !a.quiet), group("group", !a.quiet), capture("capture", !a.quiet),

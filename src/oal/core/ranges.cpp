@@ -71,4 +71,16 @@ std::string format_index_list(const std::vector<int64_t>& indices) {
   return s;
 }
 
+std::vector<std::string> split_names(std::string_view text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    if (!item.empty()) out.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
 }  // namespace oal

@@ -1,7 +1,7 @@
 #pragma once
-// Index lists written by users on the command line: layer lists such as "0,2,4-7" and
-// block ranges such as "0-15". Shared by every CLI command that selects layers, heads
-// or blocks.
+// Lists written by users on the command line: layer lists such as "0,2,4-7", block
+// ranges such as "0-15", and name lists such as "oal,global". Shared by every CLI
+// command that selects layers, heads, blocks or methods.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -19,5 +19,9 @@ std::vector<int64_t> parse_index_list(std::string_view text, std::string_view wh
 
 // Formats indices back into the compact form ("0,2,4-7"), consecutive runs merged.
 std::string format_index_list(const std::vector<int64_t>& indices);
+
+// "a,b,c" -> {"a", "b", "c"}: items in the order written, empty items dropped, no
+// trimming (names are checked by whoever receives them).
+std::vector<std::string> split_names(std::string_view text);
 
 }  // namespace oal
