@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "oal/attention/qkv_shape.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
 
@@ -10,6 +11,9 @@ namespace oal::attn {
 namespace {
 
 constexpr std::string_view k_op = "feature_attention";
+// Why a feature map's denominator (sum of phi(q) . phi(k) over the keys) fails.
+constexpr std::string_view k_den_cause =
+    "expected a positive sum of feature products — the feature weights underflowed or overflowed";
 
 // The three inputs viewed with a shared-head axis: phi_q [B, Hf, g, T, F],
 // phi_k [B, Hf, 1, T, F], v [B, Hf, 1, T, Dv], all in the compute dtype of phi_q.
@@ -50,15 +54,6 @@ Grouped group_heads(const at::Tensor& phi_q, const at::Tensor& phi_k, const at::
   return g;
 }
 
-// Raises unless every denominator is positive and finite.
-void check_denominator(const at::Tensor& den, std::string_view where) {
-  const bool ok = at::isfinite(den).all().item<bool>() && (den > 0).all().item<bool>();
-  check(ok, k_op,
-        "{}: a normalisation denominator is not positive and finite (min {}); the kernel "
-        "weights underflowed or overflowed",
-        where, den.numel() ? den.min().item<double>() : 0.0);
-}
-
 at::Tensor ungroup(const at::Tensor& y, const Grouped& g) {
   return y.reshape({g.batch, g.q_heads, y.size(3), y.size(4)});
 }
@@ -81,7 +76,7 @@ at::Tensor feature_attention_pairwise(const at::Tensor& phi_q, const at::Tensor&
   at::Tensor A = at::matmul(g.q, g.k.transpose(-1, -2));  // [B, Hf, g, T, T]
   A = A * at::ones({T, T}, A.options()).tril();
   at::Tensor den = A.sum(-1, true);
-  check_denominator(den, "pairwise");
+  check_denominator(k_op, den, k_den_cause);
   return ungroup(at::matmul(A, g.v) / den, g);
 }
 
@@ -107,7 +102,7 @@ at::Tensor feature_attention_chunked(const at::Tensor& phi_q, const at::Tensor& 
     at::Tensor A = at::matmul(Qc, Kc.transpose(-1, -2)) * tri.narrow(0, 0, n).narrow(1, 0, n);
     at::Tensor num = at::matmul(A, Vc) + at::matmul(Qc, S);
     at::Tensor den = A.sum(-1, true) + at::matmul(Qc, z);
-    check_denominator(den, "chunked");
+    check_denominator(k_op, den, k_den_cause);
     outs.push_back(num / den);
     S = S + at::matmul(Kc.transpose(-1, -2), Vc);
     z = z + Kc.sum(3).unsqueeze(-1);
@@ -148,7 +143,7 @@ at::Tensor at_rows(const Grouped& g, const std::vector<int64_t>& positions) {
   at::Tensor A = at::matmul(g.q, g.k.transpose(-1, -2));  // [B, Hf, g, P, T]
   A = A * causal_row_mask(positions, T, A.options());
   at::Tensor den = A.sum(-1, true);
-  check_denominator(den, "rows");
+  check_denominator(k_op, den, k_den_cause);
   return at::matmul(A, g.v) / den;
 }
 
@@ -166,7 +161,7 @@ at::Tensor at_prefix(const Grouped& g, const std::vector<int64_t>& positions) {
   at::Tensor z = at::stack(seg_z, 3).cumsum(3);  // [B, Hf, 1, P, F]
   at::Tensor num = at::matmul(g.q.unsqueeze(-2), S).squeeze(-2);  // [B, Hf, g, P, Dv]
   at::Tensor den = (g.q * z).sum(-1, true);
-  check_denominator(den, "prefix");
+  check_denominator(k_op, den, k_den_cause);
   return num / den;
 }
 

@@ -1,7 +1,5 @@
 #include "oal/attention/hd_math.h"
 
-#include <c10/core/GradMode.h>
-
 #include <cmath>
 
 #include "oal/core/error.h"
@@ -63,24 +61,6 @@ at::Tensor phi_q(const at::Tensor& q, const Prepared& p) {
                  -1);
 }
 
-namespace {
-
-// Throws unless every readout denominator is finite and > 0.
-void check_denominator(std::string_view op, const at::Tensor& den) {
-  if (den.numel() == 0) return;
-  c10::NoGradGuard no_grad;
-  auto bad = at::logical_or(den <= 0, at::logical_not(at::isfinite(den)));
-  if (!bad.any().item<bool>()) return;
-  double lo = den.min().item<double>();
-  fail(op,
-       "readout denominator not positive (min {} over {} positions); expected sum of "
-       "kappa > 0 — the expanded state readout cancelled (large coordinates or an "
-       "ill-conditioned L) or the inputs overflowed",
-       lo, den.numel());
-}
-
-}  // namespace
-
 QkvShape check_hd_inputs(std::string_view op, const at::Tensor& q, const at::Tensor& k,
                          const at::Tensor& v, const LayerKernels& lk, bool longer_keys) {
   QkvShape s = check_qkv(op, q, k, v, longer_keys);
@@ -99,7 +79,9 @@ at::Tensor with_ones(const at::Tensor& v) {
 at::Tensor readout(std::string_view op, const at::Tensor& ut, const QkvShape& s,
                    at::ScalarType out) {
   auto den = ut.select(-1, s.value_dim);
-  check_denominator(op, den);
+  check_denominator(op, den,
+                    "expected sum of kappa > 0 — the expanded state readout cancelled (large "
+                    "coordinates or an ill-conditioned L) or the inputs overflowed");
   auto y = ut.narrow(-1, 0, s.value_dim) / den.unsqueeze(-1);
   return y.reshape({s.batch, s.q_heads, s.q_len, s.value_dim}).to(out);
 }

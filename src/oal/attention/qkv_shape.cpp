@@ -1,5 +1,7 @@
 #include "oal/attention/qkv_shape.h"
 
+#include <c10/core/GradMode.h>
+
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
 
@@ -47,6 +49,15 @@ QkvShape check_qkv(std::string_view op, const at::Tensor& q, const at::Tensor& k
   check_finite(k, op, "k");
   check_finite(v, op, "v");
   return s;
+}
+
+void check_denominator(std::string_view op, const at::Tensor& den, std::string_view what) {
+  if (den.numel() == 0) return;
+  c10::NoGradGuard no_grad;
+  // NaN fails `den > 0`, +inf fails isfinite: one reduction covers both.
+  if (at::logical_and(den > 0, at::isfinite(den)).all().item<bool>()) return;
+  fail(op, "readout denominator not positive and finite (min {} over {} positions); {}",
+       den.min().item<double>(), den.numel(), what);
 }
 
 at::ScalarType compute_dtype(at::ScalarType input) {

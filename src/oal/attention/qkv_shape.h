@@ -1,6 +1,7 @@
 #pragma once
-// Validation of the (q, k, v) triple every attention evaluation takes, and the dtype
-// the evaluation computes in. Shared by softmax, HD and the baselines.
+// Validation of the (q, k, v) triple every attention evaluation takes, of the readout
+// denominator every normalised attention divides by, and the dtype the evaluation
+// computes in. Shared by softmax, HD and the baselines.
 #include <ATen/ATen.h>
 
 #include <cstdint>
@@ -29,6 +30,11 @@ kernels::cpu::AttentionDims kernel_dims(const QkvShape& s);
 // throws oal::Error naming `op`. `allow_longer_keys`: accept S > T (cached prefix).
 QkvShape check_qkv(std::string_view op, const at::Tensor& q, const at::Tensor& k,
                    const at::Tensor& v, bool allow_longer_keys);
+
+// Throws oal::Error naming `op` unless every element of `den` (any shape: one
+// normalisation sum per output row) is finite and > 0; `what` says how the caller's
+// denominators can go wrong (cancellation, underflow), for the message. One device sync.
+void check_denominator(std::string_view op, const at::Tensor& den, std::string_view what);
 
 // The dtype an evaluation computes and accumulates in: fp64 for fp64 input, fp32 for
 // everything else (fp32, bf16, fp16).
