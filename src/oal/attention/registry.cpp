@@ -39,38 +39,38 @@ Ptr make_global(const MethodShape& s, uint64_t, const ModelKernels* kernels) {
 
 const std::vector<MethodSpec> k_methods = {
     {"softmax", "exact causal softmax attention (the reference)", MethodKind::exact,
-     FitScope::none, false, [](const MethodShape&, int64_t) -> int64_t { return 0; },
+     FitScope::none, false, false, [](const MethodShape&, int64_t) -> int64_t { return 0; },
      [](int64_t) { return FeatureSize{0, 0}; }, make_softmax},
     {"oal", "outlier-aware grouped quadratic kernel, L per query head (paper Eq. 3)",
-     MethodKind::quadratic, FitScope::per_head, true, quadratic_params,
+     MethodKind::quadratic, FitScope::per_head, true, false, quadratic_params,
      [](int64_t d) { return FeatureSize{kernels::cpu::oal_feature_dim(d), 4}; }, make_oal},
     {"global", "learned global quadratic a + b s + c s^2 (OAL with one group)",
-     MethodKind::quadratic, FitScope::per_head, false,
+     MethodKind::quadratic, FitScope::per_head, false, false,
      [](const MethodShape& s, int64_t) { return quadratic_params(s, 1); },
      [](int64_t d) { return FeatureSize{kernels::cpu::oal_feature_dim(d), 4}; }, make_global},
     {"taylorshift", "TaylorShift: 1 + s + s^2/2 on l2-normalised q, k, tau per head",
-     MethodKind::feature_map, FitScope::per_head, false,
+     MethodKind::feature_map, FitScope::per_head, false, false,
      [](const MethodShape& s, int64_t) { return s.q_heads; },
      [](int64_t d) { return FeatureSize{1 + d + d * (d + 1) / 2, 4}; },
      [](const MethodShape& s, uint64_t, const ModelKernels*) -> Ptr {
        return TaylorShiftAttention::init(s.q_heads, s.kv_heads, s.head_dim);
      }},
     {"performer", "Performer FAVOR+: 250 positive orthogonal random features, fixed",
-     MethodKind::feature_map, FitScope::none, false,
+     MethodKind::feature_map, FitScope::none, false, true,
      [](const MethodShape&, int64_t) -> int64_t { return 0; },
      [](int64_t) { return FeatureSize{k_performer_features, 8}; },
      [](const MethodShape& s, uint64_t seed, const ModelKernels*) -> Ptr {
        return PerformerAttention::init(s.q_heads, s.kv_heads, s.head_dim, s.layer, seed);
      }},
     {"dijiang", "DiJiang: DCT features with learned weights exp(theta) per head",
-     MethodKind::feature_map, FitScope::per_head, false,
+     MethodKind::feature_map, FitScope::per_head, false, true,
      [](const MethodShape& s, int64_t) { return s.q_heads * s.head_dim; },
      [](int64_t d) { return FeatureSize{d, 4}; },
      [](const MethodShape& s, uint64_t seed, const ModelKernels*) -> Ptr {
        return DiJiangAttention::init(s.q_heads, s.kv_heads, s.head_dim, s.layer, seed);
      }},
     {"spectraformer", "SpectraFormer: OPRF features, learned FastFood projection per layer",
-     MethodKind::feature_map, FitScope::per_layer, false,
+     MethodKind::feature_map, FitScope::per_layer, false, true,
      [](const MethodShape& s, int64_t) { return 3 * s.head_dim; },
      [](int64_t d) { return FeatureSize{d + 1, 8}; },
      [](const MethodShape& s, uint64_t seed, const ModelKernels*) -> Ptr {

@@ -40,6 +40,7 @@ struct MethodSpec {
   MethodKind kind;
   FitScope fit;
   bool needs_kernels;   // can only be built from fitted kernels (oal)
+  bool stochastic;      // initial parameters are random draws from the seed (random features)
   // Trainable parameters of one layer (`groups`: OAL groups per head, 1 elsewhere).
   int64_t (*parameter_count)(const MethodShape& shape, int64_t groups);
   FeatureSize (*features)(int64_t head_dim);

@@ -88,7 +88,13 @@ KernelInit parse_kernel_init(const std::string& name) {
 }
 
 bool starts_from_calibration(const std::string& method, KernelInit init) {
-  return init == KernelInit::calibrated || method == "oal" || method == "global";
+  // The quadratic kernels (oal, global) always start from their fit (paper App. F).
+  return init == KernelInit::calibrated ||
+         attn::method_spec(method).kind == attn::MethodKind::quadratic;
+}
+
+bool is_exact_method(const std::string& method) {
+  return attn::method_spec(method).kind == attn::MethodKind::exact;
 }
 
 void validate_calibration(const calib::LoadedRun& run, const model::ModelWeights& weights,
@@ -137,7 +143,7 @@ std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> methods_from_calibrati
     const fs::path& calib_dir, const model::ModelWeights& weights, const std::string& method,
     const std::vector<int64_t>& layers, bool trainable, KernelInit init) {
   std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> out;
-  if (method == "softmax") return out;
+  if (is_exact_method(method)) return out;
   check(!calib_dir.empty(), k_op, "method '{}' needs a calibration run directory (--calib)", method);
   const calib::LoadedRun run = calib::read_run(calib_dir);
   validate_calibration(run, weights, method, layers);
@@ -173,7 +179,7 @@ void export_converted(const fs::path& out, const model::ModelWeights& weights,
   std::map<std::string, at::Tensor> tensors;
   for (const auto& [n, t] : weights.tensors) tensors[n] = t.detach().to(at::kCPU);
   io::write_safetensors(out / "model.safetensors", tensors);
-  if (method != "softmax" && !layers.empty()) {
+  if (!is_exact_method(method) && !layers.empty()) {
     calib::CalibrationResult res;
     attn::ModelKernels kernels;
     kernels.head_dim = weights.config.head_dim;

@@ -47,6 +47,9 @@ KernelInit parse_kernel_init(const std::string& name);
 
 // The rule above: true when `method` takes its calibrated parameters under `init`.
 bool starts_from_calibration(const std::string& method, KernelInit init);
+// True for the exact reference (softmax): nothing to convert or calibrate. Throws
+// oal::Error("method") for an unknown name.
+bool is_exact_method(const std::string& method);
 
 // The methods of `layers` from a calibration run (validated as above): the fitted ones,
 // or for a baseline under KernelInit::initial its initial parameters built with the

@@ -13,7 +13,7 @@ namespace fs = std::filesystem;
 ConversionPlan plan_conversion(const ConvertOptions& o, int64_t num_layers) {
   ConversionPlan p;
   p.from_calibration = starts_from_calibration(o.method, o.init);
-  if (o.method == "softmax") return p;
+  if (is_exact_method(o.method)) return p;
   p.layers = model::parse_converted_layers(o.layers, num_layers);
   p.range_rule = o.layers.empty() || o.layers == "default"
                      ? model::default_range_rule(num_layers)

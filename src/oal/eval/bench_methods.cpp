@@ -245,8 +245,9 @@ BenchMethod bench_method_from_attention(std::shared_ptr<const attn::AttentionMet
                                         const BenchShape& shape) {
   BenchMethod m;
   m.name = method->name();
-  const std::string name = m.name;
-  attach_method(m, std::move(method), shape, name == "softmax" || name == "oal" || name == "global");
+  // Softmax and the quadratic kernels dispatch to the CPU kernels; the baselines run ATen.
+  const bool dispatches = attn::method_spec(m.name).kind != attn::MethodKind::feature_map;
+  attach_method(m, std::move(method), shape, dispatches);
   return m;
 }
 

@@ -79,7 +79,7 @@ std::vector<std::shared_ptr<attn::FeatureMapMethod>> seed_methods(const std::str
                                                                   int64_t D,
                                                                   const DiagnoseOptions& o) {
   std::vector<std::shared_ptr<attn::FeatureMapMethod>> out;
-  const bool deterministic = name == "taylorshift";
+  const bool deterministic = !attn::method_spec(name).stochastic;
   for (uint64_t s : o.seeds) {
     auto m = std::dynamic_pointer_cast<attn::FeatureMapMethod>(
         attn::make_method(name, {layer, Hq, Hq, D}, s, nullptr));

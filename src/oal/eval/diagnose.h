@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "oal/analysis/grouping.h"
+#include "oal/attention/registry.h"
 #include "oal/core/progress.h"
 
 namespace oal::eval {
@@ -39,7 +40,7 @@ struct DiagnoseLayer {
 };
 
 struct DiagnoseOptions {
-  std::vector<std::string> methods{"performer", "spectraformer", "dijiang", "taylorshift"};
+  std::vector<std::string> methods = attn::method_names(attn::MethodKind::feature_map);
   int64_t positions = 32;                  // sampled causal query positions per (seq, layer)
   std::vector<uint64_t> seeds{0, 1, 2, 3, 4};  // draws of stochastic methods
   int64_t controls = 1000;                 // matched random bulk subsets B (0: skip test)
