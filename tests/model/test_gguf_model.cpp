@@ -4,13 +4,19 @@
 // metadata errors that name the key.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <nlohmann/json.hpp>
+
 #include "common/temp_dir.h"
 #include "common/tiny_model.h"
 #include "oal/core/error.h"
 #include "oal/io/gguf_quants.h"
 #include "oal/model/gguf_export.h"
+#include "oal/model/fingerprint.h"
 #include "oal/model/gguf_model.h"
+#include "oal/model/hf_config.h"
 #include "oal/model/load.h"
+#include "oal/model/rope.h"
 #include "oal/model/synthetic.h"
 #include "oal/model/transformer.h"
 
@@ -164,4 +170,112 @@ TEST(GgufModel, MetadataErrorsNameTheKey) {
   missing.pop_back();
   io::write_gguf(dir / "e.gguf", md, missing);
   EXPECT_NE(load_error(dir / "e.gguf").find("[load]"), std::string::npos);
+}
+
+namespace {
+// The divisors llama.cpp's converter writes as rope_freqs.weight for Llama-3
+// rope_scaling, written out here from the published rule (not from the code under test).
+std::vector<double> llama3_divisors(const model::ModelConfig& c) {
+  const model::RopeScaling& s = *c.rope_scaling;
+  const double L = static_cast<double>(s.original_max_position_embeddings);
+  std::vector<double> out;
+  for (int64_t i = 0; i < c.head_dim / 2; ++i) {
+    const double freq = std::pow(c.rope_theta, -2.0 * i / c.head_dim);
+    const double wavelen = 2 * M_PI / freq;
+    if (wavelen < L / s.high_freq_factor) {
+      out.push_back(1.0);
+    } else if (wavelen > L / s.low_freq_factor) {
+      out.push_back(s.factor);
+    } else {
+      const double smooth = (L / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      out.push_back(1.0 / ((1 - smooth) / s.factor + smooth));
+    }
+  }
+  return out;
+}
+}  // namespace
+
+TEST(GgufModel, Llama3RopeScalingTravelsAsRopeFreqsAndGivesTheSameModel) {
+  const auto dir = test::make_temp_dir("gguf_model");
+  model::ModelWeights w = test::tiny_weights(13);
+  // original length 100 puts the 4 pairs of d = 8 (wavelengths 6.3, 63, 628, 6283) in all
+  // three regimes of the rule: unchanged, smoothed, divided by the factor.
+  w.config.rope_scaling = model::RopeScaling{8.0, 1.0, 4.0, 100};
+  model::write_gguf_model(dir / "l3.gguf", w, k_f32);
+  const model::ModelWeights g = model::load_model((dir / "l3.gguf").string());
+  EXPECT_FALSE(g.config.rope_scaling.has_value());
+  const std::vector<double> want = llama3_divisors(w.config);
+  ASSERT_EQ(g.config.rope_freq_factors.size(), want.size());
+  EXPECT_EQ(want.front(), 1.0);
+  EXPECT_EQ(want.back(), 8.0);
+  EXPECT_GT(want[1], 1.0);
+  EXPECT_LT(want[1], 8.0);
+  // The file holds them as F32: equal to within fp32 rounding.
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(g.config.rope_freq_factors[i], want[i], 1e-7 * want[i]) << i;
+  EXPECT_EQ(g.tensors.count("rope_freqs.weight"), 0u);
+  // The same frequencies, so the same model: logits within fp32 noise of the factors'
+  // rounding (angles of positions < 40 move by < 40 * 1e-7 rad), the same fingerprint.
+  const at::Tensor tokens = at::arange(40, at::kLong).remainder(31).unsqueeze(0);
+  const at::Tensor a = model::Transformer(w).forward(tokens);
+  const at::Tensor b = model::Transformer(g).forward(tokens);
+  EXPECT_LT((a - b).abs().max().item<double>(), 1e-4);
+  EXPECT_EQ(model::model_fingerprint(w), model::model_fingerprint(g));
+  // The scaling matters: without it the model is another one.
+  model::ModelWeights plain = w;
+  plain.config.rope_scaling.reset();
+  EXPECT_GT((model::Transformer(plain).forward(tokens) - b).abs().max().item<double>(), 1e-3);
+  EXPECT_NE(model::model_fingerprint(plain), model::model_fingerprint(g));
+  // An HF directory written from the GGUF model (oal convert) keeps the factors.
+  const model::ModelConfig back = model::parse_hf_config(model::hf_config_to_json(g.config), "test");
+  EXPECT_EQ(back.rope_freq_factors, g.config.rope_freq_factors);
+}
+
+TEST(GgufModel, LinearRopeScalingDividesEveryFrequency) {
+  const auto dir = test::make_temp_dir("gguf_model");
+  const model::ModelWeights w = test::tiny_weights(5, 1);
+  auto parts = model::gguf_model_parts(w, k_f32);
+  parts.first.emplace_back("llama.rope.scaling.type", io::gguf_str("linear"));
+  parts.first.emplace_back("llama.rope.scaling.factor", io::gguf_f32(4.0f));
+  io::write_gguf(dir / "lin.gguf", parts.first, parts.second);
+  const model::ModelWeights g = model::load_model((dir / "lin.gguf").string());
+  EXPECT_EQ(g.config.rope_freq_factors, std::vector<double>(4, 4.0));
+  const at::Tensor base = model::Rope(w.config).inv_freq();
+  EXPECT_TRUE(at::allclose(model::Rope(g.config).inv_freq(), base / 4.0, 1e-15, 0));
+}
+
+TEST(GgufModel, RopeScalingErrorsNameTheProblem) {
+  const auto dir = test::make_temp_dir("gguf_model");
+  const model::ModelWeights w = test::tiny_weights(5, 1);
+  const auto parts = model::gguf_model_parts(w, k_f32);
+  auto with = [&](const std::string& file, const io::GgufMetadata& more,
+                  const std::vector<io::GgufTensorData>& tensors) {
+    io::GgufMetadata m = parts.first;
+    m.insert(m.end(), more.begin(), more.end());
+    io::write_gguf(dir / file, m, tensors);
+    return load_error(dir / file);
+  };
+  const uint32_t f32 = k_f32;
+  auto freqs = [&](std::vector<float> v) {
+    auto t = parts.second;
+    std::string bytes(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    t.push_back({"rope_freqs.weight", {static_cast<int64_t>(v.size())}, f32, bytes});
+    return t;
+  };
+  EXPECT_NE(with("yarn.gguf", {{"llama.rope.scaling.type", io::gguf_str("yarn")}}, parts.second)
+                .find("rope.scaling.type 'yarn' is not supported"),
+            std::string::npos);
+  EXPECT_NE(with("nofactor.gguf", {{"llama.rope.scaling.type", io::gguf_str("linear")}}, parts.second)
+                .find("needs a factor > 0"),
+            std::string::npos);
+  EXPECT_NE(with("short.gguf", {}, freqs({1, 2, 3})).find("expected one factor per rotary pair (4)"),
+            std::string::npos);
+  EXPECT_NE(with("neg.gguf", {}, freqs({1, 2, -3, 4})).find("expected a finite factor > 0"),
+            std::string::npos);
+  EXPECT_NE(with("both.gguf",
+                 {{"llama.rope.scaling.type", io::gguf_str("linear")},
+                  {"llama.rope.scaling.factor", io::gguf_f32(2.0f)}},
+                 freqs({1, 2, 3, 4}))
+                .find("scales it one way"),
+            std::string::npos);
 }

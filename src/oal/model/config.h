@@ -37,6 +37,10 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   RopeStyle rope_style = RopeStyle::half;
   std::optional<RopeScaling> rope_scaling;
+  // Per-pair divisors of the RoPE frequencies as a GGUF file stores them (llama.cpp's
+  // rope_freqs.weight, or rope.scaling.type linear): pair i turns at theta^(-2i/D) /
+  // rope_freq_factors[i]. [head_dim / 2] or empty (none); never set with rope_scaling.
+  std::vector<double> rope_freq_factors;
   std::optional<int64_t> bos_token_id;
   std::optional<int64_t> eos_token_id;   // the first end-of-sequence id
   std::vector<int64_t> eos_token_ids;    // all of them (HF configs may list several)

@@ -8,6 +8,7 @@
 
 #include "oal/core/error.h"
 #include "oal/core/fnv1a.h"
+#include "oal/model/rope.h"
 
 namespace oal::model {
 namespace {
@@ -32,6 +33,11 @@ std::string fingerprint_of(const ModelConfig& c, const at::Tensor& sample) {
       c.rope_style == RopeStyle::half ? "half" : "adjacent", c.tie_word_embeddings);
   uint64_t h = k_fnv1a_offset;
   fnv1a(h, arch);
+  // Scaled RoPE enters as its effective divisors, so an HF Llama-3 model (rope_scaling)
+  // and its GGUF copy (rope_freqs.weight) agree; 6 digits absorb the file's fp32 rounding.
+  // Unscaled models hash exactly as before this term existed.
+  if (const std::vector<double> f = rope_freq_divisors(c); !f.empty())
+    for (double d : f) fnv1a(h, fmt::format("|r{:.6g}", d));
   fnv1a(h, sample.data_ptr<float>(), static_cast<size_t>(sample.numel()) * sizeof(float));
   return fmt::format("oal-{:016x}", h);
 }

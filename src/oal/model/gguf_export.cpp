@@ -4,6 +4,7 @@
 
 #include "oal/core/error.h"
 #include "oal/io/gguf_quants.h"
+#include "oal/model/rope.h"
 
 namespace oal::model {
 namespace {
@@ -62,8 +63,8 @@ std::pair<io::GgufMetadata, std::vector<io::GgufTensorData>> gguf_model_parts(
   const bool llama = c.architecture == "LlamaForCausalLM";
   check(llama || c.architecture == "Qwen2ForCausalLM", k_op, "architecture '{}' has no GGUF form here",
         c.architecture);
-  check(c.rope_style == RopeStyle::half && !c.rope_scaling, k_op,
-        "only HF-layout RoPE without scaling is written");
+  check(c.rope_style == RopeStyle::half, k_op,
+        "only HF-layout RoPE is written (llama2.c's adjacent pairs have no GGUF form here)");
   const std::string a = llama ? "llama" : "qwen2";
   io::GgufMetadata md = {
       {"general.architecture", io::gguf_str(a)},
@@ -91,6 +92,12 @@ std::pair<io::GgufMetadata, std::vector<io::GgufTensorData>> gguf_model_parts(
     uint32_t tt = t.dim() == 1 ? static_cast<uint32_t>(io::GgmlType::F32) : type;
     if (tt == k_q8_0 && t.size(-1) % 32 != 0) tt = static_cast<uint32_t>(io::GgmlType::F16);
     tensors.push_back({gguf_name(name), {t.sizes().rbegin(), t.sizes().rend()}, tt, tensor_bytes(t, tt)});
+  }
+  // RoPE scaling as llama.cpp's converter stores it: the per-pair divisors, F32.
+  if (const std::vector<double> f = rope_freq_divisors(c); !f.empty()) {
+    const at::Tensor t = at::tensor(f, at::kDouble).to(at::kFloat);
+    const uint32_t f32 = static_cast<uint32_t>(io::GgmlType::F32);
+    tensors.push_back({"rope_freqs.weight", {t.size(0)}, f32, tensor_bytes(t, f32)});
   }
   return {md, tensors};
 }

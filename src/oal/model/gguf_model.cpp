@@ -1,6 +1,7 @@
 #include "oal/model/gguf_model.h"
 
 #include <array>
+#include <cmath>
 
 #include "oal/core/error.h"
 #include "oal/io/gguf_quants.h"
@@ -10,6 +11,7 @@ namespace oal::model {
 namespace {
 
 constexpr std::string_view k_op = "gguf model";
+constexpr const char* k_rope_freqs = "rope_freqs.weight";
 
 struct Keys {
   const io::GgufHeader& h;
@@ -36,16 +38,23 @@ void check_positive(int64_t v, const std::string& key) {
   check(v > 0 && v < (int64_t{1} << 31), k_op, "metadata '{}' = {}: expected a positive size", key, v);
 }
 
-void check_rope(const Keys& k, int64_t head_dim) {
+// Partial rotary embeddings are refused; scaling: none, linear (every frequency divided
+// by rope.scaling.factor, returned as per-pair factors) or rope_freqs.weight (read with
+// the tensors, load_gguf_model). Other types (yarn, longrope) are refused by name.
+std::vector<double> rope_factors_from_metadata(const Keys& k, int64_t head_dim) {
   const int64_t rot = k.integer_or("rope.dimension_count", head_dim);
   check(rot == head_dim, k_op, "{}.rope.dimension_count = {} but head_dim is {}: partial rotary "
         "embeddings are not supported", k.arch, rot, head_dim);
-  if (const io::GgufValue* t = k.find("rope.scaling.type")) {
-    const std::string& type = t->as_string(k.arch + ".rope.scaling.type");
-    check(type == "none", k_op, "{}.rope.scaling.type '{}' is not supported (only none)", k.arch, type);
-  }
-  check(k.h.find_tensor("rope_freqs.weight") == nullptr, k_op,
-        "rope_freqs.weight (Llama-3 style frequency scaling stored as a tensor) is not supported yet");
+  const io::GgufValue* t = k.find("rope.scaling.type");
+  const std::string type = t ? t->as_string(k.arch + ".rope.scaling.type") : "none";
+  if (type == "none") return {};
+  check(type == "linear", k_op,
+        "{}.rope.scaling.type '{}' is not supported (none, linear, or Llama-3 rope_freqs.weight)",
+        k.arch, type);
+  const double factor = k.number_or("rope.scaling.factor", 0.0);
+  check(std::isfinite(factor) && factor > 0, k_op,
+        "{}.rope.scaling.factor = {}: linear RoPE scaling needs a factor > 0", k.arch, factor);
+  return std::vector<double>(static_cast<size_t>(head_dim / 2), factor);
 }
 
 std::optional<int64_t> token_id(const io::GgufHeader& h, const std::string& key) {
@@ -139,7 +148,7 @@ ModelConfig gguf_model_config(const io::GgufHeader& h) {
   check(c.head_dim % 2 == 0, k_op, "head_dim {} must be even (rotary pairs)", c.head_dim);
   check(k.integer_or("attention.value_length", c.head_dim) == c.head_dim, k_op,
         "{}.attention.value_length differs from key_length: not supported", arch);
-  check_rope(k, c.head_dim);
+  c.rope_freq_factors = rope_factors_from_metadata(k, c.head_dim);
   c.rope_theta = k.number_or("rope.freq_base", 10000.0);
   c.rms_norm_eps = k.number_or("attention.layer_norm_rms_epsilon", 1e-5);
   check(c.rope_theta > 0 && c.rms_norm_eps > 0, k_op, "rope.freq_base and layer_norm_rms_epsilon must be positive");
@@ -167,12 +176,37 @@ at::Tensor unpermute_llama_qk(const at::Tensor& rows, int64_t heads) {
   return rows.reshape(view).transpose(1, 2).contiguous().reshape(rows.sizes());
 }
 
+namespace {
+
+// rope_freqs.weight: F32 [head_dim / 2], the divisor of each pair's frequency (llama.cpp's
+// converter writes it for Llama-3 rope_scaling), exclusive with rope.scaling.type linear.
+std::vector<double> rope_freqs_of(const io::GgufFile& g, const io::GgufTensorInfo& info,
+                                  const ModelConfig& c) {
+  check(c.rope_freq_factors.empty(), k_op,
+        "{} and rope.scaling.type both scale RoPE: a model scales it one way", k_rope_freqs);
+  check(info.ne.size() == 1 && info.ne[0] == c.head_dim / 2, k_op,
+        "{} has {} elements in {} dims: expected one factor per rotary pair ({})", k_rope_freqs,
+        info.ne.empty() ? 0 : info.ne[0], info.ne.size(), c.head_dim / 2);
+  const at::Tensor t = load_tensor(g, info).to(at::kDouble).contiguous();
+  std::vector<double> f(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+  for (size_t i = 0; i < f.size(); ++i)
+    check(std::isfinite(f[i]) && f[i] > 0, k_op, "{}[{}] = {}: expected a finite factor > 0",
+          k_rope_freqs, i, f[i]);
+  return f;
+}
+
+}  // namespace
+
 ModelWeights load_gguf_model(const std::filesystem::path& path, bool keep_quantized) {
   const io::GgufFile g = io::read_gguf(path);
   ModelWeights w;
   w.config = gguf_model_config(g.header);
   const bool llama = w.config.architecture == "LlamaForCausalLM";
   for (const auto& info : g.header.tensors) {
+    if (info.name == k_rope_freqs) {
+      w.config.rope_freq_factors = rope_freqs_of(g, info, w.config);
+      continue;
+    }
     const auto name = hf_name(info.name);
     check(name.has_value(), k_op, "{}: tensor '{}' is not part of a llama/qwen2 model this loader knows",
           path.string(), info.name);

@@ -1,6 +1,7 @@
 #include "oal/io/json_file.h"
 #include "oal/model/hf_config.h"
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -130,6 +131,14 @@ void validate_config(const ModelConfig& c, const std::string& op, const std::str
   check(c.rope_theta > 0 && c.rms_norm_eps > 0, op,
         "{}: expected rope_theta > 0 and rms_norm_eps > 0, got {} and {}", src, c.rope_theta,
         c.rms_norm_eps);
+  if (!c.rope_freq_factors.empty()) {
+    check(!c.rope_scaling, op, "{}: both rope_scaling and RoPE frequency factors are set", src);
+    check(static_cast<int64_t>(c.rope_freq_factors.size()) == c.head_dim / 2, op,
+          "{}: {} RoPE frequency factors, expected head_dim / 2 = {}", src,
+          c.rope_freq_factors.size(), c.head_dim / 2);
+    for (double f : c.rope_freq_factors)
+      check(std::isfinite(f) && f > 0, op, "{}: RoPE frequency factor {}: expected finite > 0", src, f);
+  }
   auto in_vocab = [&](int64_t id) { return id >= 0 && id < c.vocab_size; };
   check(!c.bos_token_id || in_vocab(*c.bos_token_id), op, "{}: bos_token_id {} outside vocab {}",
         src, c.bos_token_id.value_or(-1), c.vocab_size);
@@ -174,6 +183,16 @@ ModelConfig parse_hf_config(const json& j, const std::string& src) {
   if (!c.rope_scaling && has(j, "rope_parameters") && j["rope_parameters"].is_object()) {
     json wrapped = {{"rope_scaling", j["rope_parameters"]}};
     c.rope_scaling = parse_rope_scaling(wrapped, src + ": rope_parameters");
+  }
+  // "oal_rope_freq_factors": [...] carries a GGUF model's rope_freqs through an HF
+  // directory written by `oal convert`/`oal finetune` (HF has no such field).
+  if (has(j, "oal_rope_freq_factors")) {
+    const json& f = j["oal_rope_freq_factors"];
+    check(f.is_array(), k_op, "{}: oal_rope_freq_factors must be an array of numbers", src);
+    for (const auto& v : f) {
+      check(v.is_number(), k_op, "{}: oal_rope_freq_factors must be an array of numbers", src);
+      c.rope_freq_factors.push_back(v.get<double>());
+    }
   }
   parse_special_ids(j, c, src);
   validate_config(c, std::string(k_op), src);
@@ -221,6 +240,7 @@ json hf_config_to_json(const ModelConfig& c) {
   } else {
     j["rope_scaling"] = nullptr;
   }
+  if (!c.rope_freq_factors.empty()) j["oal_rope_freq_factors"] = c.rope_freq_factors;
   if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
   if (c.eos_token_ids.size() > 1) j["eos_token_id"] = c.eos_token_ids;
   else if (c.eos_token_id) j["eos_token_id"] = *c.eos_token_id;

@@ -1,6 +1,8 @@
 #include "oal/model/hf_config.h"
 #include "oal/model/model_summary.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -30,6 +32,10 @@ std::string rope_text(const ModelConfig& c) {
                      c.rope_scaling->factor, c.rope_scaling->low_freq_factor,
                      c.rope_scaling->high_freq_factor,
                      c.rope_scaling->original_max_position_embeddings);
+  if (!c.rope_freq_factors.empty()) {
+    const auto [lo, hi] = std::minmax_element(c.rope_freq_factors.begin(), c.rope_freq_factors.end());
+    s += fmt::format(", frequencies divided by per-pair factors {}..{}", *lo, *hi);
+  }
   return s;
 }
 
@@ -94,6 +100,7 @@ nlohmann::json summary_json(const ModelWeights& w) {
                       {"dtypes", s.dtype_params}};
   if (c.rope_scaling)
     j["rope_scaling"] = rope_scaling_to_json(*c.rope_scaling);
+  if (!c.rope_freq_factors.empty()) j["rope_freq_factors"] = c.rope_freq_factors;
   if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
   if (!c.eos_token_ids.empty()) j["eos_token_ids"] = c.eos_token_ids;
   return j;

@@ -25,18 +25,56 @@ at::Tensor llama3_scaled_inv_freq(const at::Tensor& inv_freq, const RopeScaling&
   return at::where(is_medium, medium, out);
 }
 
-Rope::Rope(int64_t head_dim, double theta, RopeStyle style, std::optional<RopeScaling> scaling)
+namespace {
+
+// theta^(-2i/D) for i < D/2: [D/2] fp64.
+at::Tensor base_inv_freq(int64_t head_dim, double theta) {
+  at::Tensor i = at::arange(head_dim / 2, at::kDouble);
+  return at::pow(theta, -2.0 * i / static_cast<double>(head_dim));
+}
+
+void check_freq_factors(const std::vector<double>& f, int64_t head_dim) {
+  check(static_cast<int64_t>(f.size()) == head_dim / 2, "rope",
+        "{} RoPE frequency factors for head_dim {}: expected one per rotary pair ({})", f.size(),
+        head_dim, head_dim / 2);
+  for (size_t i = 0; i < f.size(); ++i)
+    check(std::isfinite(f[i]) && f[i] > 0, "rope",
+          "RoPE frequency factor {} is {}: expected a finite value > 0", i, f[i]);
+}
+
+}  // namespace
+
+std::vector<double> rope_freq_divisors(const ModelConfig& c) {
+  check(!(c.rope_scaling && !c.rope_freq_factors.empty()), "rope",
+        "both rope_scaling and rope_freq_factors are set: a model scales its RoPE one way");
+  if (!c.rope_freq_factors.empty()) {
+    check_freq_factors(c.rope_freq_factors, c.head_dim);
+    return c.rope_freq_factors;
+  }
+  if (!c.rope_scaling) return {};
+  const at::Tensor base = base_inv_freq(c.head_dim, c.rope_theta);
+  const at::Tensor d = (base / llama3_scaled_inv_freq(base, *c.rope_scaling)).contiguous();
+  return {d.data_ptr<double>(), d.data_ptr<double>() + d.numel()};
+}
+
+Rope::Rope(int64_t head_dim, double theta, RopeStyle style, std::optional<RopeScaling> scaling,
+           const std::vector<double>& freq_factors)
     : head_dim_(head_dim), style_(style) {
   check(head_dim > 0 && head_dim % 2 == 0, "rope", "head_dim must be positive and even, got {}",
         head_dim);
   check(theta > 0 && std::isfinite(theta), "rope", "rope_theta must be positive, got {}", theta);
-  at::Tensor i = at::arange(head_dim / 2, at::kDouble);
-  inv_freq_ = at::pow(theta, -2.0 * i / static_cast<double>(head_dim));
+  check(!(scaling && !freq_factors.empty()), "rope",
+        "both rope_scaling and frequency factors given: a model scales its RoPE one way");
+  inv_freq_ = base_inv_freq(head_dim, theta);
   if (scaling) inv_freq_ = llama3_scaled_inv_freq(inv_freq_, *scaling);
+  if (!freq_factors.empty()) {
+    check_freq_factors(freq_factors, head_dim);
+    inv_freq_ = inv_freq_ / at::tensor(freq_factors, at::kDouble);
+  }
 }
 
 Rope::Rope(const ModelConfig& c)
-    : Rope(c.head_dim, c.rope_theta, c.rope_style, c.rope_scaling) {}
+    : Rope(c.head_dim, c.rope_theta, c.rope_style, c.rope_scaling, c.rope_freq_factors) {}
 
 std::pair<at::Tensor, at::Tensor> Rope::tables(int64_t offset, int64_t length) const {
   check(offset >= 0 && length >= 0, "rope", "positions must be non-negative (offset {}, length {})",

@@ -3,7 +3,8 @@
 //   half     (Hugging Face rotate_half): dimension i pairs with i + D/2, i < D/2;
 //   adjacent (llama2.c run.c):          dimension 2i pairs with 2i + 1.
 // Pair i rotates by angle  p * f_i  at position p, with f_i = theta^(-2i/D), optionally
-// rescaled by Llama-3 rope_scaling (see scaled_inv_freq). Angles are formed in fp64 and
+// rescaled by Llama-3 rope_scaling (llama3_scaled_inv_freq) or divided by per-pair
+// factors (GGUF rope_freqs; ModelConfig::rope_freq_factors). Angles are formed in fp64 and
 // their cos/sin rounded once to the input dtype, so long positions lose no precision.
 #include <ATen/ATen.h>
 
@@ -23,11 +24,19 @@ namespace oal::model {
 // inv_freq: [D/2] fp64 → [D/2] fp64.
 at::Tensor llama3_scaled_inv_freq(const at::Tensor& inv_freq, const RopeScaling& s);
 
+// The divisors d_i with f'_i = theta^(-2i/D) / d_i that `config`'s scaling applies
+// ([D/2], fp64): its rope_freq_factors, or those Llama-3 rope_scaling amounts to (what
+// llama.cpp's converter stores as rope_freqs.weight), or empty when nothing is scaled.
+// Throws oal::Error("rope") for factors of the wrong length, non-positive or non-finite
+// factors, or both forms set at once.
+std::vector<double> rope_freq_divisors(const ModelConfig& config);
+
 class Rope {
  public:
-  // head_dim must be even; theta > 0.
+  // head_dim must be even; theta > 0; freq_factors empty or [D/2], each finite > 0.
   Rope(int64_t head_dim, double theta, RopeStyle style,
-       std::optional<RopeScaling> scaling = std::nullopt);
+       std::optional<RopeScaling> scaling = std::nullopt,
+       const std::vector<double>& freq_factors = {});
   explicit Rope(const ModelConfig& config);
 
   // Frequencies f_i after scaling: [D/2] fp64.
