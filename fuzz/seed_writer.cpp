@@ -5,6 +5,7 @@
 //   fuzz_seed_writer OUT_DIR   ->   OUT_DIR/<target>/<seed>
 #include <ATen/ATen.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -17,6 +18,7 @@
 #include "oal/calib/run_dir.h"
 #include "oal/convert/convert.h"
 #include "oal/io/gguf_quants.h"
+#include "oal/io/gguf_writer.h"
 #include "oal/io/safetensors.h"
 #include "oal/model/gguf_export.h"
 #include "oal/text/gguf_tokenizer.h"
@@ -213,6 +215,35 @@ void write_checkpoint_seed(const fs::path& out, const fs::path& scratch) {
        out / "checkpoint" / "one-step");
 }
 
+// A SentencePiece ("llama") vocabulary alone as a GGUF file: <unk>, <s>, </s>, the 256
+// byte tokens, then a few pieces with scores, so the fuzzer starts from the SPM path.
+void write_spm_tokenizer_seed(const fs::path& out) {
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<int32_t> types = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    tokens.push_back(name);
+    types.push_back(6);
+  }
+  for (const char* t : {"\xe2\x96\x81", "\xe2\x96\x81t", "he", "\xe2\x96\x81the", "a", "<|user|>"}) {
+    tokens.push_back(t);
+    types.push_back(1);
+  }
+  types.back() = 4;
+  std::vector<float> scores(tokens.size(), 0.0f);
+  for (size_t i = 259; i < scores.size(); ++i) scores[i] = -static_cast<float>(i - 259);
+  fs::create_directories(out / "gguf");
+  oal::io::write_gguf(out / "gguf" / "spm-tokenizer.gguf",
+                      {{"tokenizer.ggml.model", oal::io::gguf_str("llama")},
+                       {"tokenizer.ggml.tokens", oal::io::gguf_str_array(tokens)},
+                       {"tokenizer.ggml.scores", oal::io::gguf_f32_array(scores)},
+                       {"tokenizer.ggml.token_type", oal::io::gguf_i32_array(types)},
+                       {"tokenizer.ggml.bos_token_id", oal::io::gguf_u32(1)},
+                       {"tokenizer.ggml.eos_token_id", oal::io::gguf_u32(2)}},
+                      {});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -230,6 +261,7 @@ int main(int argc, char** argv) {
     const fs::path run = write_run_seed(out, scratch);
     write_model_seeds(out, scratch, run);
     write_checkpoint_seed(out, scratch);
+    write_spm_tokenizer_seed(out);
     fs::remove_all(scratch);
   } catch (const std::exception& e) {
     std::cerr << "fuzz_seed_writer: " << e.what() << "\n";

@@ -4,6 +4,8 @@
 # with pinned PyPI packages:
 #   gguf, numpy       the gguf package's dequantization, the reference for io/gguf_quants
 #   openai            the OpenAI Python client, a real client for `oal serve`'s tests
+#   sentencepiece     Google's SentencePiece, which scripts/spm_reference.py uses to make
+#                     the SentencePiece tokenizer's committed reference data
 #   --peer            also llama-cpp-python (builds llama.cpp from source with this
 #                     CPU's native flags; several minutes on 2 cores): the peer that
 #                     scripts/llamacpp_reference.py and the benchmarks run
@@ -13,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 venv="${OAL_VENV:-.cache/venv}"
-packages=(numpy==2.2.6 gguf==0.17.1 openai==1.109.1)
+packages=(numpy==2.2.6 gguf==0.17.1 openai==1.109.1 sentencepiece==0.2.0)
 [ "${1:-}" = "--peer" ] && packages+=(llama-cpp-python==0.3.16)
 
 if [ ! -x "$venv/bin/python" ]; then

@@ -315,6 +315,14 @@ std::vector<int64_t> GgufValue::as_int_array(const std::string& key) const {
   return out;
 }
 
+std::vector<double> GgufValue::as_float_array(const std::string& key) const {
+  const auto& a = as_array(key);
+  std::vector<double> out;
+  out.reserve(a.size());
+  for (const auto& v : a) out.push_back(v.as_float(key));
+  return out;
+}
+
 std::string GgufValue::summary(size_t max_chars) const {
   if (const auto* a = std::get_if<std::vector<GgufValue>>(&value)) {
     if (a->size() <= 4 && element_type != GgufValueType::array) {

@@ -59,6 +59,7 @@ struct GgufValue {
   const std::vector<GgufValue>& as_array(const std::string& key) const;
   std::vector<std::string> as_string_array(const std::string& key) const;
   std::vector<int64_t> as_int_array(const std::string& key) const;
+  std::vector<double> as_float_array(const std::string& key) const;  // floats or integers
   // Short text for listings: strings quoted and cut at `max_chars`, arrays as
   // "array[string] of 49152", numbers as written.
   std::string summary(size_t max_chars = 60) const;

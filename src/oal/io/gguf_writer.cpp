@@ -122,4 +122,10 @@ GgufValue gguf_i32_array(const std::vector<int32_t>& v) {
   return array_of(GgufValueType::int32, std::move(items));
 }
 
+GgufValue gguf_f32_array(const std::vector<float>& v) {
+  std::vector<GgufValue> items;
+  for (float x : v) items.push_back(gguf_f32(x));
+  return array_of(GgufValueType::float32, std::move(items));
+}
+
 }  // namespace oal::io

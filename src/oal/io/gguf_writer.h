@@ -40,5 +40,6 @@ GgufValue gguf_bool(bool v);
 GgufValue gguf_str(std::string v);
 GgufValue gguf_str_array(const std::vector<std::string>& v);
 GgufValue gguf_i32_array(const std::vector<int32_t>& v);
+GgufValue gguf_f32_array(const std::vector<float>& v);
 
 }  // namespace oal::io

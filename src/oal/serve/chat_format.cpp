@@ -62,7 +62,7 @@ ChatFormat chat_format_from_template(const std::string& t) {
 std::string find_chat_template(const fs::path& model_path) {
   auto from_gguf = [](const fs::path& p) {
     const io::GgufFile g = io::read_gguf(p);
-    return text::read_gguf_tokenizer(g.header).chat_template.value_or("");
+    return text::gguf_chat_template(g.header).value_or("");
   };
   if (fs::is_regular_file(model_path) && io::is_gguf_file(model_path)) return from_gguf(model_path);
   const fs::path dir = fs::is_directory(model_path) ? model_path : model_path.parent_path();

@@ -1,5 +1,6 @@
 #include "oal/text/gguf_tokenizer.h"
 
+#include <cmath>
 #include <map>
 #include <unordered_set>
 
@@ -65,12 +66,25 @@ SplitPattern gguf_pre_tokenizer(const std::string& pre) {
        "command-r, codeshell, exaone, minerva-7b), gpt2/default, qwen2, llama-bpe", pre);
 }
 
+std::string gguf_tokenizer_model(const io::GgufHeader& h) {
+  const std::string& model = h.at("tokenizer.ggml.model").as_string("tokenizer.ggml.model");
+  check(model == "gpt2" || model == "llama", k_op,
+        "tokenizer.ggml.model '{}' is not supported: expected 'gpt2' (byte-level BPE) or 'llama' "
+        "(SentencePiece)", model);
+  return model;
+}
+
+std::optional<std::string> gguf_chat_template(const io::GgufHeader& h) {
+  if (const io::GgufValue* t = h.find("tokenizer.chat_template"))
+    return t->as_string("tokenizer.chat_template");
+  return std::nullopt;
+}
+
 GgufTokenizerInfo read_gguf_tokenizer(const io::GgufHeader& h) {
   GgufTokenizerInfo info;
-  const std::string& model = h.at("tokenizer.ggml.model").as_string("tokenizer.ggml.model");
-  check(model == "gpt2", k_op,
-        "tokenizer.ggml.model '{}' is not supported: only 'gpt2' (byte-level BPE) is; SentencePiece "
-        "('llama') GGUF vocabularies are not implemented yet", model);
+  const std::string model = gguf_tokenizer_model(h);
+  check(model == "gpt2", k_op, "tokenizer.ggml.model '{}' is SentencePiece, not byte-level BPE "
+        "(read it with read_gguf_spm_vocab)", model);
   if (const io::GgufValue* p = h.find("tokenizer.ggml.pre")) info.pre = p->as_string("tokenizer.ggml.pre");
   info.spec.split = gguf_pre_tokenizer(info.pre);
   // llama.cpp: Llama-3's BPE takes a piece that is itself a token whole.
@@ -94,9 +108,57 @@ GgufTokenizerInfo read_gguf_tokenizer(const io::GgufHeader& h) {
   if (const io::GgufValue* b = h.find("tokenizer.ggml.add_bos_token"))
     info.add_bos = b->as_bool("tokenizer.ggml.add_bos_token");
   info.spec.add_bos = info.add_bos;
-  if (const io::GgufValue* t = h.find("tokenizer.chat_template"))
-    info.chat_template = t->as_string("tokenizer.chat_template");
+  info.chat_template = gguf_chat_template(h);
   return info;
+}
+
+SpmVocab read_gguf_spm_vocab(const io::GgufHeader& h) {
+  const std::string model = gguf_tokenizer_model(h);
+  check(model == "llama", k_op, "tokenizer.ggml.model '{}' is not SentencePiece ('llama')", model);
+  SpmVocab v;
+  v.tokens = h.at("tokenizer.ggml.tokens").as_string_array("tokenizer.ggml.tokens");
+  check(!v.tokens.empty(), k_op, "tokenizer.ggml.tokens is empty");
+  check(v.tokens.size() < (1u << 30), k_op, "tokenizer.ggml.tokens has {} entries", v.tokens.size());
+  const io::GgufValue* scores = h.find("tokenizer.ggml.scores");
+  check(scores != nullptr, k_op, "tokenizer.ggml.scores is missing: a SentencePiece vocabulary "
+        "merges by score, one per token");
+  for (double x : scores->as_float_array("tokenizer.ggml.scores")) {
+    check(std::isfinite(x), k_op, "tokenizer.ggml.scores holds a non-finite score ({})", x);
+    v.scores.push_back(static_cast<float>(x));
+  }
+  check(v.scores.size() == v.tokens.size(), k_op,
+        "tokenizer.ggml.scores has {} entries, expected {} (one per token)", v.scores.size(), v.tokens.size());
+  for (int64_t t : read_token_types(h, v.tokens.size())) {
+    check(t >= 1 && t <= 6, k_op, "tokenizer.ggml.token_type holds {}: expected 1..6 (normal, unknown, "
+          "control, user-defined, unused, byte)", t);
+    v.types.push_back(static_cast<SpmTokenType>(t));
+  }
+  auto id_or = [&](const std::string& key, int32_t fallback) {
+    const std::optional<int64_t> id = [&]() -> std::optional<int64_t> {
+      const io::GgufValue* x = h.find(key);
+      if (x == nullptr) return std::nullopt;
+      return x->as_int(key);
+    }();
+    if (!id) return fallback;
+    check(*id >= 0 && *id < static_cast<int64_t>(v.tokens.size()), k_op, "{} = {}: expected an id in [0, {})",
+          key, *id, v.tokens.size());
+    return static_cast<int32_t>(*id);
+  };
+  // llama.cpp's defaults for SentencePiece files: unk 0, BOS 1, EOS 2, BOS added.
+  auto in_vocab = [&](int32_t id) { return id < static_cast<int32_t>(v.tokens.size()) ? id : -1; };
+  v.unk = id_or("tokenizer.ggml.unknown_token_id", in_vocab(0));
+  v.bos = id_or("tokenizer.ggml.bos_token_id", in_vocab(1));
+  v.eos = id_or("tokenizer.ggml.eos_token_id", in_vocab(2));
+  if (const io::GgufValue* b = h.find("tokenizer.ggml.add_bos_token"))
+    v.add_bos = b->as_bool("tokenizer.ggml.add_bos_token");
+  if (const io::GgufValue* b = h.find("tokenizer.ggml.add_space_prefix"))
+    v.add_space_prefix = b->as_bool("tokenizer.ggml.add_space_prefix");
+  return v;
+}
+
+std::unique_ptr<Tokenizer> gguf_tokenizer(const io::GgufHeader& h) {
+  if (gguf_tokenizer_model(h) == "llama") return std::make_unique<SpmTokenizer>(read_gguf_spm_vocab(h));
+  return std::make_unique<HfBpeTokenizer>(read_gguf_tokenizer(h).spec);
 }
 
 io::GgufMetadata gguf_tokenizer_metadata(const HfBpeSpec& spec) {
@@ -141,7 +203,7 @@ io::GgufMetadata gguf_tokenizer_metadata(const HfBpeSpec& spec) {
 
 void write_gguf_tokenizer(const std::filesystem::path& source_gguf, const std::filesystem::path& out) {
   const io::GgufFile g = io::read_gguf(source_gguf);
-  (void)read_gguf_tokenizer(g.header);  // refuse a file whose tokenizer cannot be used
+  (void)gguf_tokenizer(g.header);  // refuse a file whose tokenizer cannot be used
   io::GgufMetadata md;
   for (const auto& kv : g.header.metadata)
     if (kv.first.rfind("tokenizer.", 0) == 0) md.push_back(kv);
@@ -149,8 +211,7 @@ void write_gguf_tokenizer(const std::filesystem::path& source_gguf, const std::f
 }
 
 std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::filesystem::path& path) {
-  const io::GgufFile g = io::read_gguf(path);
-  return std::make_unique<HfBpeTokenizer>(read_gguf_tokenizer(g.header).spec);
+  return gguf_tokenizer(io::read_gguf(path).header);
 }
 
 }  // namespace oal::text

@@ -1,8 +1,9 @@
 #pragma once
 // The tokenizer stored in a GGUF file's metadata (tokenizer.ggml.*), as llama.cpp
 // reads it:
-//   tokenizer.ggml.model       "gpt2": byte-level BPE (the only model supported here;
-//                              "llama" SentencePiece files are refused with a clear error)
+//   tokenizer.ggml.model       "gpt2": byte-level BPE (HfBpeTokenizer), or "llama":
+//                              SentencePiece (SpmTokenizer, text/spm_tokenizer.h; also
+//                              tokenizer.ggml.scores, unknown_token_id, add_space_prefix)
 //   tokenizer.ggml.pre         the pre-tokenizer name → SplitPattern ("smollm" and its
 //                              StarCoder relatives, "gpt2"/"default", "qwen2", "llama-bpe")
 //   tokenizer.ggml.tokens      array[string], id = index (byte-level strings)
@@ -11,7 +12,7 @@
 //                              control and user-defined tokens are added tokens (cut out
 //                              of the text before BPE; control ones are special)
 //   tokenizer.ggml.{bos,eos}_token_id, add_bos_token, tokenizer.chat_template
-// The result is an HfBpeSpec, so encoding is exactly HfBpeTokenizer's.
+// A gpt2 vocabulary becomes an HfBpeSpec, so encoding is exactly HfBpeTokenizer's.
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 #include "oal/io/gguf.h"
 #include "oal/io/gguf_writer.h"
 #include "oal/text/hf_bpe_spec.h"
+#include "oal/text/spm_tokenizer.h"
 #include "oal/text/tokenizer.h"
 
 namespace oal::text {
@@ -30,8 +32,22 @@ struct GgufTokenizerInfo {
   std::optional<std::string> chat_template;  // tokenizer.chat_template, for later use
 };
 
-// Reads and validates the tokenizer metadata. Throws "[gguf tokenizer] <key>: ...".
+// tokenizer.ggml.model, "gpt2" or "llama"; throws "[gguf tokenizer] ..." for others.
+std::string gguf_tokenizer_model(const io::GgufHeader& header);
+
+// Reads and validates a "gpt2" vocabulary. Throws "[gguf tokenizer] <key>: ...".
 GgufTokenizerInfo read_gguf_tokenizer(const io::GgufHeader& header);
+
+// Reads and validates a "llama" (SentencePiece) vocabulary: tokens, scores and token
+// types one per token; special ids default to llama.cpp's (unk 0, BOS 1, EOS 2), BOS is
+// added unless add_bos_token is false. Throws "[gguf tokenizer] <key>: ...".
+SpmVocab read_gguf_spm_vocab(const io::GgufHeader& header);
+
+// tokenizer.chat_template, for either model.
+std::optional<std::string> gguf_chat_template(const io::GgufHeader& header);
+
+// The tokenizer the header describes, of either model.
+std::unique_ptr<Tokenizer> gguf_tokenizer(const io::GgufHeader& header);
 
 // The tokenizer of a GGUF file (reads only the header).
 std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::filesystem::path& path);

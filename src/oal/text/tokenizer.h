@@ -3,7 +3,8 @@
 // picks the implementation from the file:
 //   * an HF tokenizer.json (byte-level BPE: Qwen2, Llama-3)  -> HfBpeTokenizer
 //   * a directory holding tokenizer.json (an HF model dir)     -> HfBpeTokenizer
-//   * a .gguf model file (tokenizer.ggml.* metadata)           -> HfBpeTokenizer
+//   * a .gguf model file (tokenizer.ggml.* metadata)           -> HfBpeTokenizer ("gpt2")
+//                                                                 or SpmTokenizer ("llama")
 //   * a llama2.c tokenizer .bin (e.g. tok512.bin)             -> Llama2cTokenizer
 // Token ids are int32; decoding returns raw bytes (UTF-8 when the ids cover whole
 // characters; a partial character's bytes are returned as they are).
@@ -21,7 +22,7 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  // "llama2c" or "hf-bpe".
+  // "llama2c", "hf-bpe" or "spm".
   virtual std::string kind() const = 0;
 
   // Token ids of `text`, with the BOS id first when add_bos and the tokenizer has one
