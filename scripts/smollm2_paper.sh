@@ -18,11 +18,13 @@
 #              the paper's budget), the paper range (3-26) and every layer converted,
 #              perplexity on blocks 0-15
 #   passkey    recall of the original model (and of $OUT/conv-oal-hybrid, conv-oal-all when
-#              present), PASSKEY_LENGTHS x 5 depths x TRIALS keys
+#              present, and of the model directories in PASSKEY_MODELS), PASSKEY_LENGTHS x
+#              5 depths x TRIALS keys
 #
 # Environment: OAL=build/release/oal OUT=runs/smollm2 CTX=1024 LAYERS=5,15,25
 #   UPDATES=1000 VAL_EVERY=100 PATIENCE=400 (the paper's fitting budget) CONTROLS=20
 #   SEEDS=2 (stochastic baselines' seeds in diagnose) TRIALS=1 PASSKEY_LENGTHS=1024,4096,8192
+#   PASSKEY_MODELS="DIR ..." (further models for the passkey step)
 #   STEPS=...  (the values docs/results.md was measured with)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +39,7 @@ CONTROLS=${CONTROLS:-20}
 SEEDS=${SEEDS:-2}
 TRIALS=${TRIALS:-1}
 PASSKEY_LENGTHS=${PASSKEY_LENGTHS:-1024,4096,8192}
+PASSKEY_MODELS=${PASSKEY_MODELS:-}
 STEPS=${STEPS:-analyze linearize diagnose convert passkey}
 M=${OAL_MODEL_CACHE:-.cache/models}/SmolLM2-135M-Instruct.Q4_1.gguf
 T=../shared/data/wikitext2-test.raw
@@ -79,9 +82,14 @@ for step in $STEPS; do
     passkey)
       timed passkey "$OAL" eval --model "$M" --task passkey --lengths "$PASSKEY_LENGTHS" \
         --trials "$TRIALS" --quiet --json
-      # The converted models (the convert step) get the same prompts.
-      for d in "$OUT"/conv-oal-hybrid "$OUT"/conv-oal-all; do
-        [ -d "$d" ] && timed "passkey-$(basename "$d")" "$OAL" eval --model "$d" --task passkey \
+      # The converted models (the convert step) and PASSKEY_MODELS (e.g. the LoRA-adapted
+      # models of scripts/table3_smollm2.sh) get the same prompts; each output is named
+      # after its path (runs/smollm2-table3/seed1/oal-lora/model -> passkey-seed1-oal-lora).
+      for d in "$OUT"/conv-oal-hybrid "$OUT"/conv-oal-all $PASSKEY_MODELS; do
+        [ -d "$d" ] || continue
+        name=$(echo "${d%/model}" | awk -F/ '{print (NF > 1 ? $(NF-1) "-" : "") $NF}')
+        [ "${d%/model}" = "$d" ] && name=$(basename "$d")
+        timed "passkey-$name" "$OAL" eval --model "$d" --task passkey \
           --lengths "$PASSKEY_LENGTHS" --trials "$TRIALS" --quiet --json
       done ;;
     *) echo "smollm2_paper: unknown step '$step'" >&2; exit 2 ;;

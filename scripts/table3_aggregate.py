@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
 """Table 3 over seeds: reads OUT/unadapted.json and OUT/seed<S>/<method>-finetune.json
-(written by scripts/table3_stories260k.sh) and prints a Markdown table with, per method,
+(written by scripts/table3.sh) and prints a Markdown table with, per method,
 the converted-unadapted PPL, the held-out PPL after LoRA as mean ± spread (half the
 range over seeds) with each seed's value, the best validation NLL and its update, the
 updates run and whether early stopping ended the run, and the validation NLL change
-over the last quarter of each run (how flat validation was when it ended).
+over the last quarter of each run (how flat validation was when it ended). The methods
+are those of unadapted.json, in its order; one without a finetune.json for every seed is
+listed with its unadapted PPL and "not run".
 
 Usage: table3_aggregate.py OUT SEED [SEED ...]
 """
 import json
+import os
 import sys
-
-METHODS = ["softmax", "performer", "spectraformer", "dijiang", "taylorshift", "global", "oal"]
-
 
 def late_change(val):
     """Relative change of validation NLL over the last quarter of the run's updates."""
@@ -22,11 +22,18 @@ def late_change(val):
 
 
 def main(out, seeds):
-    unadapted = json.load(open(f"{out}/unadapted.json"))
+    unadapted = json.load(open(f"{out}/unadapted.json"))  # dicts keep the file's order
+    methods = list(unadapted)
     print("| method | PPL converted, unadapted | PPL after LoRA (mean ± half-range) | per seed "
           "| best val NLL (update) per seed | updates (stopped early) | val NLL change, last quarter |")
     print("|---|---:|---:|---|---|---|---|")
-    for m in METHODS:
+    adapted = []
+    for m in methods:
+        if not all(os.path.exists(f"{out}/seed{s}/{m}-finetune.json") for s in seeds):
+            # Converted but not adapted in this run (METHODS left it out): say so.
+            print(f"| {m} | {unadapted[m]:.4f} | not run | – | – | – | – |")
+            continue
+        adapted.append(m)
         runs = [json.load(open(f"{out}/seed{s}/{m}-finetune.json")) for s in seeds]
         ppl = [r["heldout_ppl"] for r in runs]
         mean = sum(ppl) / len(ppl)
@@ -38,7 +45,7 @@ def main(out, seeds):
               f"{', '.join(f'{p:.4f}' for p in ppl)} | {best} | {ups} | {late} |")
     print(f"\nseeds: {' '.join(seeds)}; wall time per row (s): " +
           ", ".join(f"{m} {sum(json.load(open(f'{out}/seed{s}/{m}-finetune.json'))['seconds'] for s in seeds)}"
-                    for m in METHODS))
+                    for m in adapted))
 
 
 if __name__ == "__main__":
