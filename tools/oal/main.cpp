@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <set>
+#include <string>
 
 #include "command.h"
 #include "oal/core/error.h"
@@ -18,6 +21,26 @@ std::vector<Command>& registry() {
   return commands;
 }
 }  // namespace oal::cli
+
+namespace {
+
+// The commands whose results are fits (groups, coefficients, adapters) or statistics of
+// them. Their big GEMMs use oal's own GEMM unless OAL_GEMM says otherwise: the automatic
+// rule times own against BLAS once per process, the two round differently, and a fit
+// amplifies rounding over its updates, so on a noisy machine the same command gave
+// different coefficients from run to run. Pinned, a fit is reproducible for a given
+// build, seed and SIMD target (docs/calibration.md).
+void pin_gemm_for_fits(const std::map<CLI::App*, oal::cli::RunFn>& runs) {
+  static const std::set<std::string> fits = {"analyze", "calibrate", "linearize", "fidelity",
+                                             "diagnose", "finetune", "demo"};
+  const char* env = std::getenv("OAL_GEMM");
+  if (env != nullptr && *env != '\0') return;
+  for (const auto& [sub, run] : runs)
+    if (sub->parsed() && fits.count(sub->get_name()))
+      oal::kernels::cpu::set_gemm_policy(oal::kernels::cpu::GemmPolicy::own);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"oal — Outlier-Aware Attention Linearization toolkit"};
@@ -58,6 +81,7 @@ int main(int argc, char** argv) {
     // backend (benchmarks of a lower target on a better CPU; docs/benchmarks.md).
     oal::kernels::cpu::apply_simd_env();
     oal::kernels::cpu::apply_gemm_env();
+    pin_gemm_for_fits(runs);
     for (auto& [sub, run] : runs)
       if (sub->parsed()) run();
   } catch (const oal::Error& e) {
