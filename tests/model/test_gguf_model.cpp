@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "common/temp_dir.h"
@@ -25,6 +26,15 @@ using namespace oal;
 namespace {
 constexpr uint32_t k_f32 = static_cast<uint32_t>(io::GgmlType::F32);
 constexpr uint32_t k_f16 = static_cast<uint32_t>(io::GgmlType::F16);
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 std::string load_error(const std::filesystem::path& p) {
   try {
@@ -229,6 +239,14 @@ TEST(GgufModel, Llama3RopeScalingTravelsAsRopeFreqsAndGivesTheSameModel) {
   // An HF directory written from the GGUF model (oal convert) keeps the factors.
   const model::ModelConfig back = model::parse_hf_config(model::hf_config_to_json(g.config), "test");
   EXPECT_EQ(back.rope_freq_factors, g.config.rope_freq_factors);
+  // A config.json whose factors do not fit the head is refused, not half-applied.
+  nlohmann::json bad = model::hf_config_to_json(g.config);
+  bad["oal_rope_freq_factors"] = {1.0, 2.0};
+  EXPECT_NE(error_of([&] { model::parse_hf_config(bad, "test"); }).find("expected one per rotary pair (4)"),
+            std::string::npos);
+  bad["oal_rope_freq_factors"] = {1.0, 2.0, -1.0, 4.0};
+  EXPECT_NE(error_of([&] { model::parse_hf_config(bad, "test"); }).find("expected a finite value > 0"),
+            std::string::npos);
 }
 
 TEST(GgufModel, LinearRopeScalingDividesEveryFrequency) {

@@ -1,12 +1,12 @@
 #include "oal/io/json_file.h"
 #include "oal/model/hf_config.h"
 
-#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "oal/core/error.h"
 #include "oal/io/atomic_file.h"
+#include "oal/model/rope.h"
 
 namespace oal::model {
 namespace {
@@ -131,14 +131,7 @@ void validate_config(const ModelConfig& c, const std::string& op, const std::str
   check(c.rope_theta > 0 && c.rms_norm_eps > 0, op,
         "{}: expected rope_theta > 0 and rms_norm_eps > 0, got {} and {}", src, c.rope_theta,
         c.rms_norm_eps);
-  if (!c.rope_freq_factors.empty()) {
-    check(!c.rope_scaling, op, "{}: both rope_scaling and RoPE frequency factors are set", src);
-    check(static_cast<int64_t>(c.rope_freq_factors.size()) == c.head_dim / 2, op,
-          "{}: {} RoPE frequency factors, expected head_dim / 2 = {}", src,
-          c.rope_freq_factors.size(), c.head_dim / 2);
-    for (double f : c.rope_freq_factors)
-      check(std::isfinite(f) && f > 0, op, "{}: RoPE frequency factor {}: expected finite > 0", src, f);
-  }
+  (void)rope_freq_divisors(c);  // RoPE scaling: one form, factors of the right length and sign
   auto in_vocab = [&](int64_t id) { return id >= 0 && id < c.vocab_size; };
   check(!c.bos_token_id || in_vocab(*c.bos_token_id), op, "{}: bos_token_id {} outside vocab {}",
         src, c.bos_token_id.value_or(-1), c.vocab_size);

@@ -134,15 +134,12 @@ SpmVocab read_gguf_spm_vocab(const io::GgufHeader& h) {
     v.types.push_back(static_cast<SpmTokenType>(t));
   }
   auto id_or = [&](const std::string& key, int32_t fallback) {
-    const std::optional<int64_t> id = [&]() -> std::optional<int64_t> {
-      const io::GgufValue* x = h.find(key);
-      if (x == nullptr) return std::nullopt;
-      return x->as_int(key);
-    }();
-    if (!id) return fallback;
-    check(*id >= 0 && *id < static_cast<int64_t>(v.tokens.size()), k_op, "{} = {}: expected an id in [0, {})",
-          key, *id, v.tokens.size());
-    return static_cast<int32_t>(*id);
+    const io::GgufValue* x = h.find(key);
+    if (x == nullptr) return fallback;
+    const int64_t id = x->as_int(key);
+    check(id >= 0 && id < static_cast<int64_t>(v.tokens.size()), k_op, "{} = {}: expected an id in [0, {})",
+          key, id, v.tokens.size());
+    return static_cast<int32_t>(id);
   };
   // llama.cpp's defaults for SentencePiece files: unk 0, BOS 1, EOS 2, BOS added.
   auto in_vocab = [&](int32_t id) { return id < static_cast<int32_t>(v.tokens.size()) ? id : -1; };
