@@ -33,6 +33,23 @@ inline oal::model::ModelWeights synthetic_checkpoint(const oal::model::Synthetic
   return oal::model::load_model(dir.string());
 }
 
+// The small two-layer model of the transformer and decode-path tests: hidden 64, 4 query
+// / 2 KV heads of dim 16, planted outlier pairs of scale 4 (so attention is not flat).
+inline oal::model::SyntheticOptions small_synthetic(oal::model::SyntheticArch arch,
+                                                    uint64_t seed) {
+  oal::model::SyntheticOptions o;
+  o.architecture = arch;
+  o.hidden_size = 64;
+  o.intermediate_size = 96;
+  o.num_layers = 2;
+  o.num_heads = 4;
+  o.num_kv_heads = 2;
+  o.max_position_embeddings = 128;
+  o.planted_scale = 4.0;
+  o.seed = seed;
+  return o;
+}
+
 // Deterministic token ids in [0, vocab): [rows, len] int64.
 inline at::Tensor test_tokens(int64_t rows, int64_t len, int64_t vocab, uint64_t seed = 1) {
   std::vector<int64_t> ids(rows * len);

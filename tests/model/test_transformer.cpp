@@ -34,23 +34,10 @@ void expect_matches_reference(const ModelWeights& w, const TransformerOptions& o
   }
 }
 
-SyntheticOptions small(SyntheticArch arch) {
-  SyntheticOptions o;
-  o.architecture = arch;
-  o.hidden_size = 64;
-  o.intermediate_size = 96;
-  o.num_layers = 2;
-  o.num_heads = 4;
-  o.num_kv_heads = 2;
-  o.max_position_embeddings = 128;
-  o.planted_scale = 4.0;
-  return o;
-}
-
 }  // namespace
 
 TEST(Transformer, Qwen2WithBiasesSingleFileMatchesReference) {
-  SyntheticOptions o = small(SyntheticArch::qwen2);
+  SyntheticOptions o = oal::test::small_synthetic(SyntheticArch::qwen2, 0);
   const ModelWeights w = oal::test::synthetic_checkpoint(o, "qwen2");
   ASSERT_TRUE(w.config.attention_bias);
   ASSERT_TRUE(w.tensors.count("model.layers.0.self_attn.q_proj.bias"));
@@ -58,7 +45,7 @@ TEST(Transformer, Qwen2WithBiasesSingleFileMatchesReference) {
 }
 
 TEST(Transformer, Llama3RopeScalingTiedShardedBf16MatchesReference) {
-  SyntheticOptions o = small(SyntheticArch::llama);
+  SyntheticOptions o = oal::test::small_synthetic(SyntheticArch::llama, 0);
   o.llama3_rope_scaling = true;
   o.tie_word_embeddings = true;
   o.shards = 3;
@@ -74,7 +61,7 @@ TEST(Transformer, Llama3RopeScalingTiedShardedBf16MatchesReference) {
 }
 
 TEST(Transformer, GqaRatioSevenAndHeadDimOverride) {
-  SyntheticOptions o = small(SyntheticArch::qwen2);
+  SyntheticOptions o = oal::test::small_synthetic(SyntheticArch::qwen2, 0);
   o.num_heads = 7;
   o.num_kv_heads = 1;
   o.head_dim = 16;  // Hq*D = 112 != hidden 64, as head_dim overrides allow
@@ -83,7 +70,7 @@ TEST(Transformer, GqaRatioSevenAndHeadDimOverride) {
 }
 
 TEST(Transformer, KeepWeightDtypeGivesSameLogitsWithHalfTheBytes) {
-  SyntheticOptions o = small(SyntheticArch::qwen2);
+  SyntheticOptions o = oal::test::small_synthetic(SyntheticArch::qwen2, 0);
   o.dtype = at::kBFloat16;
   const ModelWeights w = oal::test::synthetic_checkpoint(o, "keep");
   const Transformer wide(w);
@@ -97,7 +84,7 @@ TEST(Transformer, KeepWeightDtypeGivesSameLogitsWithHalfTheBytes) {
 }
 
 TEST(Transformer, RowsOfABatchAreIndependent) {
-  const ModelWeights w = oal::test::synthetic_checkpoint(small(SyntheticArch::llama), "batch");
+  const ModelWeights w = oal::test::synthetic_checkpoint(oal::test::small_synthetic(SyntheticArch::llama, 0), "batch");
   const Transformer model(w);
   const at::Tensor tokens = oal::test::test_tokens(3, 16, w.config.vocab_size);
   const at::Tensor all = model.forward(tokens);
@@ -106,7 +93,7 @@ TEST(Transformer, RowsOfABatchAreIndependent) {
 }
 
 TEST(Transformer, ForwardIsDifferentiableThroughAdapters) {
-  const ModelWeights w = oal::test::synthetic_checkpoint(small(SyntheticArch::llama), "grad");
+  const ModelWeights w = oal::test::synthetic_checkpoint(oal::test::small_synthetic(SyntheticArch::llama, 0), "grad");
   Transformer model(w);
   // A trainable additive bias on one projection, through the LinearDelta hook.
   struct Shift : LinearDelta {
@@ -125,7 +112,7 @@ TEST(Transformer, ForwardIsDifferentiableThroughAdapters) {
 }
 
 TEST(Transformer, RejectsBadInput) {
-  const ModelWeights w = oal::test::synthetic_checkpoint(small(SyntheticArch::llama), "bad");
+  const ModelWeights w = oal::test::synthetic_checkpoint(oal::test::small_synthetic(SyntheticArch::llama, 0), "bad");
   const Transformer model(w);
   const int64_t V = w.config.vocab_size;
   EXPECT_THROW(model.forward(at::full({1, 4}, V, at::kLong)), oal::Error);        // id >= V

@@ -99,8 +99,9 @@ std::string model_report(const BenchArgs& a, const oal::ProgressFn& progress) {
   c.decode_steps = a.decode_steps;
   c.chunk = a.chunk;
   c.groups = a.groups;
-  const std::string what = synthetic ? "Qwen2.5-0.5B-shaped synthetic checkpoint (bf16 weights)"
-                                     : a.model;
+  const std::string what =
+      (synthetic ? "Qwen2.5-0.5B-shaped synthetic checkpoint (bf16 weights)" : a.model) +
+      std::string(a.weights.rowwise_decode ? "" : ", decode layers as tensor operations");
   const auto rep = oal::eval::run_model_bench(model, what, c, progress);
   return a.format == "json"  ? oal::eval::model_bench_json(rep)
          : a.format == "csv" ? oal::eval::model_bench_csv(rep)
@@ -189,6 +190,13 @@ oal::cli::Registrar reg{
                      "paper's range rule, model/hybrid.h)")
           ->capture_default_str();
       oal::cli::add_weights_option(app, a->weights);
+      app.add_option_function<std::string>(
+             "--decode-layer",
+             [a](const std::string& v) { a->weights.rowwise_decode = v == "rows"; },
+             "With --model: decode steps run each layer on raw rows (rows, the default; "
+             "model/decode_layer.h) or as tensor operations (tensors, the reference path)")
+          ->check(CLI::IsMember({"rows", "tensors"}))
+          ->default_str("rows");
       return [a] { run(*a); };
     }};
 

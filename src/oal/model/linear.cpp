@@ -17,6 +17,15 @@ bool kernel_can_run(const at::Tensor& x, const at::Tensor& w, const at::Tensor& 
          (!b.defined() || b.scalar_type() == at::kFloat);
 }
 
+// The data of a contiguous fp32 bias, or null for none.
+const float* bias_data(const at::Tensor& bias) {
+  return bias.defined() ? bias.data_ptr<float>() : nullptr;
+}
+
+at::Tensor contiguous_bias(const at::Tensor& bias) {
+  return bias.defined() ? bias.contiguous() : bias;
+}
+
 // x [M, K] through the quantized weight: the kernel when x is a CPU fp32 tensor without
 // autograd, else at::linear on the decoded weight.
 at::Tensor quant_forward(const QuantWeight& q, const at::Tensor& x, const at::Tensor& bias) {
@@ -31,8 +40,8 @@ at::Tensor quant_forward(const QuantWeight& q, const at::Tensor& x, const at::Te
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = q.rows;
   at::Tensor y = at::empty(shape, xc.options());
-  kernels::cpu::linear_quant(xc.numel() / q.cols, xc.data_ptr<float>(), q.view(),
-                             bias.defined() ? bias.contiguous().data_ptr<float>() : nullptr,
+  const at::Tensor b = contiguous_bias(bias);
+  kernels::cpu::linear_quant(xc.numel() / q.cols, xc.data_ptr<float>(), q.view(), bias_data(b),
                              y.data_ptr<float>());
   return y;
 }
@@ -47,8 +56,8 @@ at::Tensor dense_forward(const at::Tensor& weight, const at::Tensor& x, const at
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = N;
   at::Tensor y = at::empty(shape, xc.options());
-  kernels::cpu::linear_f32(M, N, K, xc.data_ptr<float>(), wc.data_ptr<float>(),
-                           bias.defined() ? bias.contiguous().data_ptr<float>() : nullptr,
+  const at::Tensor b = contiguous_bias(bias);
+  kernels::cpu::linear_f32(M, N, K, xc.data_ptr<float>(), wc.data_ptr<float>(), bias_data(b),
                            y.data_ptr<float>());
   return y;
 }
@@ -71,6 +80,27 @@ at::Tensor Linear::forward(const at::Tensor& x) const {
   at::Tensor y = quant.defined() ? quant_forward(quant, x, bias) : dense_forward(weight, x, bias);
   if (delta) y = y + delta->apply(x);
   return y;
+}
+
+bool Linear::kernel_ready() const {
+  if (delta || attn::records_grad(bias)) return false;
+  if (bias.defined() && (!bias.device().is_cpu() || bias.scalar_type() != at::kFloat ||
+                         !bias.is_contiguous()))
+    return false;
+  if (quant.defined()) return true;
+  return weight.device().is_cpu() && weight.scalar_type() == at::kFloat &&
+         weight.is_contiguous() && !attn::records_grad(weight);
+}
+
+void Linear::forward_into(int64_t M, const float* x, float* y) const {
+  check(kernel_ready(), "linear", "forward_into: the projection needs the ATen path (an adapter, "
+        "autograd, or a weight that is neither quantized nor fp32 on the CPU)");
+  if (quant.defined()) {
+    kernels::cpu::linear_quant(M, x, quant.view(), bias_data(bias), y);
+    return;
+  }
+  kernels::cpu::linear_f32(M, weight.size(0), weight.size(1), x, weight.data_ptr<float>(),
+                           bias_data(bias), y);
 }
 
 }  // namespace oal::model

@@ -40,6 +40,15 @@ struct Linear {
   // measured faster here; linear_quant.h for a quantized weight); otherwise at::linear,
   // which is differentiable (a quantized weight is then decoded for the call).
   at::Tensor forward(const at::Tensor& x) const;
+
+  // Whether forward_into can run this projection: no adapter, the weight quantized or
+  // contiguous fp32 on the CPU, the bias absent or fp32 on the CPU, and autograd
+  // recording through neither.
+  bool kernel_ready() const;
+  // y[M, out] = x[M, in] Wᵀ + b on fp32 rows (x and y contiguous, not overlapping)
+  // through the projection kernels, without tensors: the decode step's path
+  // (decode_layer.h). Requires kernel_ready().
+  void forward_into(int64_t M, const float* x, float* y) const;
 };
 
 }  // namespace oal::model

@@ -71,6 +71,8 @@ Rope::Rope(int64_t head_dim, double theta, RopeStyle style, std::optional<RopeSc
     check_freq_factors(freq_factors, head_dim);
     inv_freq_ = inv_freq_ / at::tensor(freq_factors, at::kDouble);
   }
+  inv_freq_ = inv_freq_.contiguous();
+  inv_freq_values_.assign(inv_freq_.data_ptr<double>(), inv_freq_.data_ptr<double>() + head_dim / 2);
 }
 
 Rope::Rope(const ModelConfig& c)
@@ -105,6 +107,32 @@ at::Tensor Rope::apply_rows(const at::Tensor& x, const std::vector<int64_t>& pos
   at::Tensor pos = at::tensor(positions, at::kLong).to(at::kDouble);
   at::Tensor angle = (pos.unsqueeze(1) * inv_freq_.unsqueeze(0)).view({x.size(0), 1, 1, -1});
   return rotate(x, angle.cos().to(x.scalar_type()), angle.sin().to(x.scalar_type()));
+}
+
+void Rope::rotate_rows(float* x, int64_t rows, int64_t heads, const int64_t* positions) const {
+  const int64_t half = head_dim_ / 2;
+  // Pair i of a head: elements (i, i + D/2) for the half style, (2i, 2i + 1) adjacent.
+  const int64_t second = style_ == RopeStyle::half ? half : 1;
+  const int64_t stride = style_ == RopeStyle::half ? 1 : 2;
+  std::vector<float> c(static_cast<size_t>(half)), s(static_cast<size_t>(half));
+  for (int64_t r = 0; r < rows; ++r) {
+    check(positions[r] >= 0, "rope", "positions must be non-negative, got {}", positions[r]);
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(positions[r]) * inv_freq_values_[i];
+      c[i] = static_cast<float>(std::cos(angle));
+      s[i] = static_cast<float>(std::sin(angle));
+    }
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x + (r * heads + h) * head_dim_;
+      for (int64_t i = 0; i < half; ++i) {
+        float& a = v[i * stride];
+        float& b = v[i * stride + second];
+        const float a0 = a, b0 = b;
+        a = a0 * c[i] - b0 * s[i];
+        b = b0 * c[i] + a0 * s[i];
+      }
+    }
+  }
 }
 
 at::Tensor Rope::rotate(const at::Tensor& x, const at::Tensor& c, const at::Tensor& s) const {

@@ -53,6 +53,10 @@ class Rope {
   // Rotates x [B, H, 1, D] whose row b holds one token at position positions[b]
   // (positions.size() == B): decode steps of sequences at different lengths.
   at::Tensor apply_rows(const at::Tensor& x, const std::vector<int64_t>& positions) const;
+  // In place on fp32 x [rows, heads, D] (contiguous), row r at position positions[r] >= 0:
+  // apply_rows without tensors, for the decode step (decode_layer.h). Same angles (fp64,
+  // cos/sin rounded once to fp32); the rotation may round differently by an ulp (FMA).
+  void rotate_rows(float* x, int64_t rows, int64_t heads, const int64_t* positions) const;
 
  private:
   // x rotated by angles whose cos c and sin s [..., D/2] broadcast against x's pairs.
@@ -60,6 +64,7 @@ class Rope {
   int64_t head_dim_;
   RopeStyle style_;
   at::Tensor inv_freq_;
+  std::vector<double> inv_freq_values_;  // inv_freq_'s values, for rotate_rows
 };
 
 }  // namespace oal::model

@@ -5,6 +5,7 @@
 #include "oal/attention/softmax_method.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
+#include "oal/model/decode_layer.h"
 
 namespace oal::model {
 namespace {
@@ -178,6 +179,15 @@ at::Tensor Transformer::layer_forward(int64_t i, const at::Tensor& x, int64_t of
   const TransformerLayer& L = layers_[i];
   const ModelConfig& c = config_;
   const int64_t B = x.size(0), T = x.size(1), D = c.head_dim;
+  const bool report = observer && observer->wants(i);
+  if (state && T == 1 && !report && rowwise(L, x)) {
+    const std::vector<int64_t> positions(static_cast<size_t>(B), offset);
+    auto attend = [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+      return state->extend(q, k, v);
+    };
+    return decode_layer(L, c, rope_, x.reshape({B, c.hidden_size}), positions, attend)
+        .view({B, 1, c.hidden_size});
+  }
   at::Tensor h = rms_norm(x, L.attn_norm, c.rms_norm_eps);
   // [B, T, H*D] -> [B, H, T, D]
   auto heads = [&](const at::Tensor& t, int64_t n) {
@@ -187,7 +197,6 @@ at::Tensor Transformer::layer_forward(int64_t i, const at::Tensor& x, int64_t of
   at::Tensor k = rope_.apply(heads(L.k_proj.forward(h), c.num_kv_heads), offset);
   at::Tensor v = heads(L.v_proj.forward(h), c.num_kv_heads).contiguous();
   at::Tensor y = state ? state->extend(q, k, v) : L.attention->forward(q, k, v);
-  const bool report = observer && observer->wants(i);
   if (report) observer->attention(i, q, k, v, y);
   at::Tensor out = finish_layer(L, x, y);
   if (report) observer->layer_output(i, out);
@@ -209,22 +218,33 @@ at::Tensor Transformer::layer_rows(int64_t i, const at::Tensor& x,
   const TransformerLayer& L = layers_[i];
   const ModelConfig& c = config_;
   const int64_t N = x.size(0), D = c.head_dim;
+  // Row r attends through its own states: q/k/v [N, H, 1, D] → y [N, Hq, 1, D].
+  auto attend = [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+    std::vector<at::Tensor> ys;
+    ys.reserve(N);
+    for (int64_t r = 0; r < N; ++r) {
+      attn::DecodeState& state = *(*rows[r])[i];
+      check(state.tokens() == positions[r], k_op,
+            "decode_rows: row {} layer {} state holds {} tokens, layer 0 holds {}", r, i,
+            state.tokens(), positions[r]);
+      ys.push_back(state.extend(q.narrow(0, r, 1).contiguous(), k.narrow(0, r, 1).contiguous(),
+                                v.narrow(0, r, 1).contiguous()));
+    }
+    return at::cat(ys, 0);
+  };
+  if (rowwise(L, x))
+    return decode_layer(L, c, rope_, x.reshape({N, c.hidden_size}), positions, attend)
+        .view({N, 1, c.hidden_size});
   at::Tensor h = rms_norm(x, L.attn_norm, c.rms_norm_eps);
   auto heads = [&](const at::Tensor& t, int64_t n) { return t.view({N, 1, n, D}).transpose(1, 2); };
   at::Tensor q = rope_.apply_rows(heads(L.q_proj.forward(h), c.num_heads), positions);
   at::Tensor k = rope_.apply_rows(heads(L.k_proj.forward(h), c.num_kv_heads), positions);
   at::Tensor v = heads(L.v_proj.forward(h), c.num_kv_heads);
-  std::vector<at::Tensor> ys;
-  ys.reserve(N);
-  for (int64_t r = 0; r < N; ++r) {
-    attn::DecodeState& state = *(*rows[r])[i];
-    check(state.tokens() == positions[r], k_op,
-          "decode_rows: row {} layer {} state holds {} tokens, layer 0 holds {}", r, i,
-          state.tokens(), positions[r]);
-    ys.push_back(state.extend(q.narrow(0, r, 1).contiguous(), k.narrow(0, r, 1).contiguous(),
-                              v.narrow(0, r, 1).contiguous()));
-  }
-  return finish_layer(L, x, at::cat(ys, 0));
+  return finish_layer(L, x, attend(q, k, v));
+}
+
+bool Transformer::rowwise(const TransformerLayer& L, const at::Tensor& x) const {
+  return options_.rowwise_decode && decode_layer_can_run(L, x);
 }
 
 at::Tensor Transformer::hidden_states(const at::Tensor& tokens, ForwardObserver* observer) const {

@@ -33,6 +33,10 @@ struct TransformerOptions {
   // `stored` keeps bf16/fp16 as loaded (2 bytes/param) and widens each just before its
   // GEMM (exact, slower); `q8_0` converts to 8.5 bits per weight.
   WeightFormat weights = WeightFormat::automatic;
+  // Decode steps (one token per row, no autograd, kernel-ready weights) run each layer
+  // on raw rows (decode_layer.h) instead of tensor operations; false keeps the tensor
+  // layer everywhere — the reference the tests compare the row path with.
+  bool rowwise_decode = true;
 };
 
 // Weights of one decoder layer (HF names in comments).
@@ -130,6 +134,8 @@ class Transformer {
   // y [B, Hq, T, D] (attention output per head).
   at::Tensor finish_layer(const TransformerLayer& L, const at::Tensor& x, const at::Tensor& y) const;
   at::Tensor embed(const at::Tensor& tokens, int64_t offset) const;
+  // Whether decode steps of layer L on x take the row path (decode_layer.h).
+  bool rowwise(const TransformerLayer& L, const at::Tensor& x) const;
 
   ModelConfig config_;
   TransformerOptions options_;
