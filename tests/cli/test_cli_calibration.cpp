@@ -146,3 +146,50 @@ TEST(CliCalibration, FitsOnSmolLM2AreTheSameFromRunToRunAndAtAnyThreadCount) {
   }
   fs::remove_all(dir);
 }
+
+TEST(CliCalibration, LinearizeResumesWhatARunFinishedAndRefusesOtherSettings) {
+  const auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
+  const auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
+  const fs::path dir = temp_dir("resume"), run = dir / "run";
+  auto args = [&](const std::string& extra) {
+    return "linearize --model '" + model.string() + "' --text '" + text.string() +
+           "' --layers 1-2 --ctx 128 --bootstrap 50 --max-updates 20 --val-every 10 "
+           "--patience 20 --quiet --json --out '" + run.string() + "' " + extra;
+  };
+  Result first = run_oal(args(""), dir);
+  ASSERT_EQ(first.status, 0) << first.err;
+  const auto j1 = nlohmann::json::parse(first.out);
+  EXPECT_TRUE(j1["resumed"].empty());
+  const std::string calibration = oal::test::read_file(run / "calibration.json");
+  const std::string kernels = oal::test::read_file(run / "kernels-oal.json");
+
+  // Everything finished: analysis and calibration are read back, not refitted (the
+  // calibration's files keep their bytes), and fidelity comes out the same up to the
+  // kernel JSON's decimal round trip (as `oal fidelity` on the run, above).
+  Result again = run_oal(args("--resume"), dir);
+  ASSERT_EQ(again.status, 0) << again.err;
+  const auto j2 = nlohmann::json::parse(again.out);
+  EXPECT_EQ(j2["resumed"], nlohmann::json({"analysis", "calibration"}));
+  EXPECT_EQ(oal::test::read_file(run / "calibration.json"), calibration);
+  EXPECT_EQ(oal::test::read_file(run / "kernels-oal.json"), kernels);
+  for (const std::string m : {"oal", "global", "spectraformer"}) {
+    const double a = j1["methods"][m]["relmse_before_wo"].get<double>();
+    EXPECT_NEAR(j2["methods"][m]["relmse_before_wo"].get<double>(), a, 1e-6 * (1 + a)) << m;
+  }
+
+  // A run stopped during its fits left no calibration.json (it is written last): the
+  // resumed run reads the analysis back and fits again, to the same coefficients.
+  fs::remove(run / "calibration.json");
+  Result refit = run_oal(args("--resume"), dir);
+  ASSERT_EQ(refit.status, 0) << refit.err;
+  EXPECT_EQ(nlohmann::json::parse(refit.out)["resumed"], nlohmann::json({"analysis"}));
+  EXPECT_EQ(oal::test::read_file(run / "kernels-oal.json"), kernels);
+
+  // Other settings are refused, naming the setting; nothing is overwritten.
+  Result other = run_oal(args("--resume --prompts 30"), dir);
+  EXPECT_EQ(other.status, 1);
+  EXPECT_NE(other.err.find("'prompts' is 40 there and 30 now"), std::string::npos)
+      << other.err;
+  EXPECT_EQ(oal::test::read_file(run / "kernels-oal.json"), kernels);
+  fs::remove_all(dir);
+}

@@ -1,6 +1,7 @@
 // `oal linearize`: the whole path in one run directory — analyze (contribution scores),
 // group (App. B), calibrate (Eq. 20, every method) and frozen-attention fidelity (Table 2).
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <cstdlib>
 
@@ -34,7 +35,7 @@ struct LinearizeArgs {
   oal::cli::SplitArgs split;
   oa::GroupingOptions grouping;
   oal::calib::CalibrationOptions options;
-  bool quiet = false, json = false;
+  bool quiet = false, json = false, resume = false;
   int nproc = 1;
 };
 
@@ -67,22 +68,27 @@ void run(LinearizeArgs a) {
   o.calibration.methods = oal::split_names(a.methods);
   o.calibration.world = world;
   o.write = root;
+  o.resume = a.resume;
   oal::cli::ProgressBar analyze("analyze", !a.quiet), group("group", !a.quiet), capture("capture", !a.quiet),
       calibrate("calibrate", !a.quiet), fcapture("capture", !a.quiet), fidelity("fidelity", !a.quiet);
   const auto r = oal::linearize::run_pipeline(
       model, stream, *tok, splits, o, a.out,
       {analyze.fn(), group.fn(), capture.fn(), calibrate.fn(), fcapture.fn(), fidelity.fn()});
   if (!root) return;
+  if (!r.resumed.empty() && !a.quiet)
+    fmt::print(stderr, "resumed from {}: {} read back\n", a.out, fmt::join(r.resumed, ", "));
   if (a.json) {
-    fmt::print("{}\n", r.fidelity_json.dump(2));
+    nlohmann::json j = r.fidelity_json;
+    j["resumed"] = r.resumed;  // steps read back from --out (empty: all computed)
+    fmt::print("{}\n", j.dump(2));
     return;
   }
   fmt::print("grouping prompts: {}\ncontribution statistic: {}\n{}", splits.grouping_source,
              oa::chi_statistic_name(a.grouping.chi), oa::groups_summary_table(r.grouped));
   fmt::print("\nFrozen-attention fidelity: {} sequences x {} tokens\n{}", r.fidelity.sequences,
              r.fidelity.tokens_per_sequence, oal::eval::fidelity_table(r.fidelity));
-  fmt::print("wrote {} (analysis.json, groups.json, calibration.json, kernels-*.json, "
-             "baselines.safetensors, fidelity.json)\n", a.out);
+  fmt::print("wrote {} (pipeline.json, analysis.json, groups.json, calibration.json, "
+             "kernels-*.json, baselines.safetensors, fidelity.json)\n", a.out);
 }
 
 oal::cli::Registrar reg{
@@ -116,6 +122,9 @@ oal::cli::Registrar reg{
                      "Share the calibration's fits among N local processes (c10d, Gloo); across "
                      "machines set MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE instead")
           ->capture_default_str();
+      app.add_flag("--resume", a->resume,
+                   "Continue the run in --out: the analysis and calibration it already holds "
+                   "are read back (its pipeline.json must hold the same settings)");
       app.add_flag("--quiet", a->quiet, "No progress bars");
       app.add_flag("--json", a->json, "Print the fidelity JSON");
       return [a] {

@@ -7,6 +7,8 @@
 #include "oal/calib/run_dir.h"
 #include "oal/eval/fidelity_run.h"
 #include "oal/io/atomic_file.h"
+#include "oal/io/json_file.h"
+#include "oal/linearize/run_record.h"
 
 namespace oal::linearize {
 namespace {
@@ -42,11 +44,27 @@ PipelineResult run_pipeline(const model::Transformer& model, const std::vector<i
                             const text::Tokenizer& tokenizer, const Splits& splits,
                             const PipelineOptions& o, const std::filesystem::path& dir,
                             const PipelineProgress& progress) {
-  if (o.write) std::filesystem::create_directories(dir);
+  namespace fs = std::filesystem;
+  const nlohmann::json record = run_record(splits, o, static_cast<int64_t>(stream.size()));
+  // Which steps are read back is decided once, before this run writes anything, so every
+  // rank of a shared fit decides the same.
+  const bool resuming = o.resume && fs::exists(dir / "pipeline.json");
+  if (resuming) check_same_record(io::read_json_file(dir / "pipeline.json", "linearize"), record, dir);
+  const bool have_analysis = resuming && fs::exists(dir / "analysis.json");
+  const bool have_calibration = resuming && fs::exists(dir / "calibration.json");
+  if (o.write) {
+    fs::create_directories(dir);
+    io::write_file_atomic(dir / "pipeline.json", record.dump(2) + "\n");
+  }
   PipelineResult r;
   // 1. Contribution scores on the grouping prompts.
-  r.analysis = analyze_step(model, tokenizer, splits, o, progress.analyze);
-  if (o.write) analysis::write_analysis(dir / "analysis.json", r.analysis);
+  if (have_analysis) {
+    r.analysis = analysis::read_analysis(dir / "analysis.json");
+    r.resumed.push_back("analysis");
+  } else {
+    r.analysis = analyze_step(model, tokenizer, splits, o, progress.analyze);
+    if (o.write) analysis::write_analysis(dir / "analysis.json", r.analysis);
+  }
   // 2. Grouping, as Taylor-initialised kernels.
   r.grouped = analysis::group_analysis(r.analysis, o.grouping, 0, progress.group);
   r.groups = analysis::grouped_kernels(r.grouped, r.analysis.head_dim, o.grouping, 0,
@@ -60,9 +78,15 @@ PipelineResult run_pipeline(const model::Transformer& model, const std::vector<i
   co.calibration = o.calibration;
   co.calibration.progress = progress.calibrate;
   co.capture_progress = progress.capture;
-  r.calibration = calib::calibrate_model(model, stream, &r.groups, co);
+  if (have_calibration) {
+    r.calibration.layers = calib::read_run(dir).layers;
+    r.resumed.push_back("calibration");
+  } else {
+    r.calibration = calib::calibrate_model(model, stream, &r.groups, co);
+  }
   if (!o.write) return r;
-  calib::write_run(dir, r.calibration, co.calibration, {o.model_name, o.text_name, splits.ctx, splits.blocks, o.fingerprint});
+  if (!have_calibration)
+    calib::write_run(dir, r.calibration, co.calibration, {o.model_name, o.text_name, splits.ctx, splits.blocks, o.fingerprint});
   // 4. Frozen-attention fidelity on the eval blocks.
   r.fidelity = eval::evaluate_run(model, stream, splits.ctx, splits.blocks, r.calibration.layers, o.layers, {},
                                   progress.fidelity_capture, progress.fidelity);
