@@ -101,6 +101,41 @@ TEST(CliModel, SynthWritesALoadableModel) {
   EXPECT_NE(bad.err.find("--shape"), std::string::npos) << bad.err;
 }
 
+// `oal synth --gguf` writes the same model as one GGUF file: with f32 matrices it
+// tokenizes and generates exactly as the HF directory of the same seed (the tokenizer
+// padded to the embedding's rows with unused tokens, as llama.cpp requires); Q8_0
+// loads with the same shapes; --shards with --gguf is refused.
+TEST(CliModel, SynthGgufIsTheSameModelAsTheDirectory) {
+  const fs::path dir = cli_temp_dir();
+  const fs::path hf = dir / "tiny", f32 = dir / "tiny-f32.gguf", q8 = dir / "tiny-q8_0.gguf";
+  ASSERT_EQ(oal_run("synth --shape tiny --seed 3 --out " + q(hf)).status, 0);
+  const CliResult w = oal_run("synth --shape tiny --seed 3 --gguf f32 --out " + q(f32));
+  ASSERT_EQ(w.status, 0) << w.err;
+  ASSERT_EQ(oal_run("synth --shape tiny --seed 3 --gguf q8_0 --out " + q(q8)).status, 0);
+  const std::string text = "The quick brown fox, 12 jumps!";
+  const CliResult t_hf = oal_run("tokenize --tokenizer " + q(hf) + " --text " + q(text) + " --ids-only");
+  const CliResult t_gguf = oal_run("tokenize --tokenizer " + q(f32) + " --text " + q(text) + " --ids-only");
+  ASSERT_EQ(t_hf.status, 0) << t_hf.err;
+  ASSERT_EQ(t_gguf.status, 0) << t_gguf.err;
+  EXPECT_EQ(t_gguf.out, t_hf.out);
+  const std::string gen = " --prompt 'Once upon a time' -n 12 --ignore-eos";
+  const CliResult g_hf = oal_run("generate --model " + q(hf) + gen);
+  const CliResult g_gguf = oal_run("generate --model " + q(f32) + gen);
+  ASSERT_EQ(g_hf.status, 0) << g_hf.err;
+  ASSERT_EQ(g_gguf.status, 0) << g_gguf.err;
+  EXPECT_EQ(g_gguf.out, g_hf.out);
+  const CliResult info = oal_run("info --model " + q(q8) + " --json");
+  ASSERT_EQ(info.status, 0) << info.err;
+  const auto hf_info = nlohmann::json::parse(oal_run("info --model " + q(hf) + " --json").out);
+  const auto q8_info = nlohmann::json::parse(info.out);
+  for (const char* k : {"num_layers", "num_heads", "num_kv_heads", "head_dim", "vocab_size"})
+    EXPECT_EQ(q8_info.at(k), hf_info.at(k)) << k;
+  const CliResult bad = oal_run("synth --gguf q8_0 --shards 2 --out " + q(dir / "x.gguf"));
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("--shards"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(dir / "x.gguf"));
+}
+
 TEST(CliModel, GenerateGreedyStreamsTheReference) {
   auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
   OAL_REQUIRE_SHARED_FILE("tok512.bin");

@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <functional>
+#include <iterator>
+#include <vector>
 #include <nlohmann/json.hpp>
 
+#include "common/sha256.h"
 #include "common/temp_dir.h"
 #include "common/tiny_model.h"
 #include "oal/core/error.h"
@@ -19,6 +23,8 @@
 #include "oal/model/load.h"
 #include "oal/model/rope.h"
 #include "oal/model/synthetic.h"
+#include "oal/model/synthetic_tokenizer.h"
+#include "oal/text/tokenizer.h"
 #include "oal/model/transformer.h"
 
 using namespace oal;
@@ -296,4 +302,76 @@ TEST(GgufModel, RopeScalingErrorsNameTheProblem) {
                  freqs({1, 2, 3, 4}))
                 .find("scales it one way"),
             std::string::npos);
+}
+
+namespace {
+
+// tests/model/data/synthetic_llamacpp.json: llama.cpp (llama-cpp-python 0.3.16) on the
+// file `oal synth --shape tiny --seed 3 --vocab 320 --gguf f32` writes (scripts/
+// llamacpp_synthetic_reference.py; llama.cpp is too slow to build in CI).
+nlohmann::json synthetic_reference() {
+  std::ifstream in(std::filesystem::path(OAL_SOURCE_DIR) / "tests/model/data/synthetic_llamacpp.json");
+  EXPECT_TRUE(in.good()) << "tests/model/data/synthetic_llamacpp.json missing";
+  return nlohmann::json::parse(in);
+}
+
+// What `oal synth --shape tiny --seed 3 --vocab 320 --gguf f32` writes
+// (tools/oal/cmd_synth.cpp): 31 unused padding tokens after the tokenizer's 289.
+std::filesystem::path write_synth_tiny_gguf(const std::filesystem::path& dir) {
+  model::SyntheticOptions o;
+  o.seed = 3;
+  o.vocab_size = 320;
+  const model::ModelWeights w = model::make_synthetic_weights(o);
+  const auto path = dir / "tiny.gguf";
+  model::write_gguf_model(path, w, k_f32, model::synthetic_gguf_tokenizer_metadata(w.config.vocab_size));
+  return path;
+}
+
+}  // namespace
+
+TEST(GgufModel, LlamaCppReadsTheFileOalWritesAsOalDoes) {
+  // The same bytes llama.cpp read (the generator is deterministic), so the comparison is
+  // about this file: llama.cpp's logits from oal's names, metadata, Q/K permutation and
+  // tokenizer keys. F32 matrices: llama.cpp multiplies them in fp32 without quantizing
+  // activations; its KV cache is f16 (rounding K and V to 11 significant bits), which on
+  // this 2-layer model moved logits by 0.8–4·10⁻⁴ of their scale (|Δ| 2.5·10⁻⁴–1.1·10⁻³
+  // at a scale of 2.6–3.6). 5·10⁻³ of the scale leaves a margin of 12×, while a wrong
+  // permutation, head layout, RoPE pairing or norm moves logits by their own magnitude.
+  const nlohmann::json ref = synthetic_reference();
+  const auto dir = test::make_temp_dir("gguf_llamacpp");
+  const auto path = write_synth_tiny_gguf(dir);
+  std::ifstream f(path, std::ios::binary);
+  const std::string bytes{std::istreambuf_iterator<char>(f), {}};
+  ASSERT_EQ(test::sha256_hex(bytes), ref["meta"]["gguf_sha256"].get<std::string>())
+      << "the synthetic generator or the GGUF writer changed: re-run "
+         "scripts/llamacpp_synthetic_reference.py";
+  const model::ModelWeights w = model::load_model(path.string());
+  EXPECT_EQ(w.config.vocab_size, ref["meta"]["n_vocab"].get<int64_t>());
+  const model::Transformer m(w);
+  for (const auto& run : ref["runs"]) {
+    const auto ids = run["ids"].get<std::vector<int64_t>>();
+    const at::Tensor logits = m.forward(at::tensor(ids, at::kLong).unsqueeze(0))[0].to(at::kDouble);
+    const auto argmax = logits.argmax(1);
+    const auto want = run["argmax"].get<std::vector<int64_t>>();
+    for (size_t t = 0; t < ids.size(); ++t) {
+      // An argmax may only differ where llama.cpp's own top two are within the tolerance.
+      if (argmax[t].item<int64_t>() == want[t]) continue;
+      const double gap = (logits[t][argmax[t]] - logits[t][want[t]]).item<double>();
+      EXPECT_LT(gap, 5e-3 * logits[t].abs().max().item<double>()) << "position " << t;
+    }
+    const auto positions = run["positions"].get<std::vector<int64_t>>();
+    for (size_t i = 0; i < positions.size(); ++i) {
+      const at::Tensor theirs = at::tensor(run["logits"][i].get<std::vector<double>>(), at::kDouble);
+      const at::Tensor mine = logits[positions[i]];
+      const double scale = theirs.abs().max().item<double>();
+      EXPECT_LT((mine - theirs).abs().max().item<double>(), 5e-3 * scale)
+          << "position " << positions[i] << ", logits up to " << scale;
+    }
+  }
+  const auto tok = text::load_tokenizer(path);
+  for (const auto& t : ref["tokenize"]) {
+    const auto ids = tok->encode(t["text"].get<std::string>(), false);
+    EXPECT_EQ(std::vector<int64_t>(ids.begin(), ids.end()), t["ids"].get<std::vector<int64_t>>())
+        << t["text"];
+  }
 }

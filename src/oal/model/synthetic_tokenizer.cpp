@@ -8,6 +8,8 @@
 
 #include "oal/core/error.h"
 #include "oal/io/atomic_file.h"
+#include "oal/text/gguf_tokenizer.h"
+#include "oal/text/hf_bpe_spec.h"
 
 namespace oal::model {
 namespace {
@@ -125,6 +127,18 @@ void write_synthetic_tokenizer(const std::filesystem::path& dir, int64_t model_m
                        {"add_prefix_space", false},
                        {"model_max_length", model_max_length}};
   io::write_file_atomic(dir / "tokenizer_config.json", config.dump(2) + "\n");
+}
+
+io::GgufMetadata synthetic_gguf_tokenizer_metadata(int64_t vocab_size) {
+  const int64_t size = synthetic_tokenizer_size();
+  check(vocab_size >= size, "synthetic",
+        "vocab_size {} is smaller than the synthetic tokenizer ({} tokens)", vocab_size, size);
+  text::HfBpeSpec spec = text::parse_tokenizer_document(synthetic_tokenizer_json(), "synthetic tokenizer");
+  // As the HF directory reads (tokenizer_config.json names it; BOS is prepended).
+  spec.bos_token = spec.eos_token = k_endoftext;
+  for (int64_t id = size; id < vocab_size; ++id)
+    spec.vocab.emplace_back("<unused" + std::to_string(id) + ">", static_cast<int32_t>(id));
+  return text::gguf_tokenizer_metadata(spec);
 }
 
 }  // namespace oal::model

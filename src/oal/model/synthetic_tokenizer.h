@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <nlohmann/json_fwd.hpp>
 
+#include "oal/io/gguf_writer.h"
+
 namespace oal::model {
 
 // Number of tokens (bytes + merges + special): the smallest valid model vocab.
@@ -19,6 +21,14 @@ int64_t synthetic_endoftext_id();
 
 // The tokenizer.json document.
 nlohmann::json synthetic_tokenizer_json();
+
+// The same tokenizer as a GGUF file's tokenizer.ggml.* keys (model "gpt2", pre
+// "qwen2", BOS = EOS = <|endoftext|>, as the HF directory tokenizes), listing
+// `vocab_size` tokens: llama.cpp sizes the embedding by the token list, so ids past the
+// tokenizer's are unused normal tokens "<unused{id}>" that no merge forms (encoding
+// never produces them). Throws oal::Error("synthetic") when vocab_size <
+// synthetic_tokenizer_size().
+io::GgufMetadata synthetic_gguf_tokenizer_metadata(int64_t vocab_size);
 
 // Writes tokenizer.json and tokenizer_config.json into `dir` (atomically).
 void write_synthetic_tokenizer(const std::filesystem::path& dir, int64_t model_max_length);

@@ -165,9 +165,8 @@ void parse_config(const std::filesystem::path& tokenizer_json, HfBpeSpec& spec) 
 }
 }  // namespace
 
-HfBpeSpec parse_tokenizer_json(const std::filesystem::path& path) {
-  const json root = read_json(path);
-  check(root.is_object(), k_op, "'{}': expected a JSON object at the top level", path.string());
+HfBpeSpec parse_tokenizer_document(const json& root, const std::string& where) {
+  check(root.is_object(), k_op, "'{}': expected a JSON object at the top level", where);
   HfBpeSpec spec;
   try {
     parse_model(root, spec);
@@ -175,13 +174,18 @@ HfBpeSpec parse_tokenizer_json(const std::filesystem::path& path) {
     parse_pre_tokenizer(root, spec);
     parse_added_tokens(root, spec);
   } catch (const json::exception& e) {
-    fail(k_op, "'{}': unexpected structure: {}", path.string(), e.what());
+    fail(k_op, "'{}': unexpected structure: {}", where, e.what());
   } catch (const Error& e) {
     // Name the file too: "[tokenizer.json] 'path': model.merges[3] ...".
     const std::string what = e.what();
     const std::string prefix = fmt::format("[{}] ", k_op);
-    fail(k_op, "'{}': {}", path.string(), what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what);
+    fail(k_op, "'{}': {}", where, what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what);
   }
+  return spec;
+}
+
+HfBpeSpec parse_tokenizer_json(const std::filesystem::path& path) {
+  HfBpeSpec spec = parse_tokenizer_document(read_json(path), path.string());
   parse_config(path, spec);
   return spec;
 }

@@ -5,6 +5,8 @@
 // error naming the field, instead of tokenizing differently from HF.
 #include <cstdint>
 #include <filesystem>
+
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
@@ -39,5 +41,9 @@ struct HfBpeSpec {
 // Parses tokenizer.json at `path` (and tokenizer_config.json beside it, if present,
 // for the BOS/EOS token names). Throws "[tokenizer.json] ..." errors.
 HfBpeSpec parse_tokenizer_json(const std::filesystem::path& path);
+
+// A tokenizer.json document already in memory (`where` names it in errors); BOS/EOS
+// names are left empty (they live in tokenizer_config.json).
+HfBpeSpec parse_tokenizer_document(const nlohmann::json& root, const std::string& where);
 
 }  // namespace oal::text
