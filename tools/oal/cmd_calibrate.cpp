@@ -8,6 +8,7 @@
 #include "calib_options.h"
 #include "command.h"
 #include "launch.h"
+#include "oal/model/layer_selection.h"
 #include "oal/calib/layer_data.h"
 #include "oal/core/error.h"
 #include "oal/dist/world.h"
@@ -59,7 +60,7 @@ void run(const CalibrateArgs& a) {
   }();
   oal::calib::ModelCalibrationOptions o;
   o.ctx = a.ctx;
-  o.layers = oal::calib::resolve_layers(model, oal::cli::parse_layers(a.layers));
+  o.layers = oal::model::resolve_layers(oal::cli::parse_layers(a.layers), model.num_layers());
   std::optional<oal::calib::Shard> shard;
   if (!a.shard.empty()) {
     shard = oal::calib::parse_shard(a.shard);

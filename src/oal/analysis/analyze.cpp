@@ -11,6 +11,7 @@
 #include "oal/analysis/gaussian_control.h"
 #include "oal/analysis/profile_stats.h"
 #include "oal/core/error.h"
+#include "oal/model/layer_selection.h"
 
 namespace oal::analysis {
 namespace {
@@ -60,18 +61,6 @@ std::vector<int64_t> lengths_of(const std::vector<std::vector<int32_t>>& seqs) {
   std::vector<int64_t> n;
   for (const auto& s : seqs) n.push_back(static_cast<int64_t>(s.size()));
   return n;
-}
-
-std::set<int64_t> resolve_layers(const std::vector<int64_t>& requested, int64_t num_layers) {
-  std::set<int64_t> layers;
-  if (requested.empty())
-    for (int64_t i = 0; i < num_layers; ++i) layers.insert(i);
-  for (int64_t l : requested) {
-    check(l >= 0 && l < num_layers, k_op, "layer {} does not exist; the model has layers 0..{}", l,
-          num_layers - 1);
-    check(layers.insert(l).second, k_op, "layer {} is listed twice", l);
-  }
-  return layers;
 }
 
 void run_forward(const model::Transformer& model, const std::vector<int32_t>& ids,
@@ -238,7 +227,8 @@ AnalysisResult analyze_model(const model::Transformer& model, const PromptSet& p
         "{} calibration prompts; expected at least 2 for the prompt-level bootstrap",
         prompts.calibration.size());
   check(o.top_k >= 1, k_op, "top-k {}: expected >= 1", o.top_k);
-  const std::set<int64_t> layers = resolve_layers(o.layers, model.num_layers());
+  const std::vector<int64_t> chosen = oal::model::resolve_layers(o.layers, model.num_layers());
+  const std::set<int64_t> layers(chosen.begin(), chosen.end());
   auto check_len = [&](const std::vector<int32_t>& s, const char* what) {
     check(!s.empty(), k_op, "a {} prompt has no tokens", what);
     check(cfg.max_position_embeddings <= 0 ||

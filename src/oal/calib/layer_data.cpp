@@ -53,15 +53,4 @@ std::vector<LayerFitInput> fit_inputs(const std::map<int64_t, model::LayerCaptur
   return out;
 }
 
-std::vector<int64_t> resolve_layers(const model::Transformer& model,
-                                    const std::vector<int64_t>& layers) {
-  std::vector<int64_t> out = layers;
-  if (out.empty())
-    for (int64_t i = 0; i < model.num_layers(); ++i) out.push_back(i);
-  for (int64_t l : out)
-    check(l >= 0 && l < model.num_layers(), "layers", "layer {} outside [0, {})", l,
-          model.num_layers());
-  return out;
-}
-
 }  // namespace oal::calib

@@ -33,8 +33,4 @@ std::map<int64_t, model::LayerCapture> capture_qkv(const model::Transformer& mod
 std::vector<LayerFitInput> fit_inputs(const std::map<int64_t, model::LayerCapture>& train,
                                       const std::map<int64_t, model::LayerCapture>& val);
 
-// Every layer index when `layers` is empty, else `layers` checked against the model.
-std::vector<int64_t> resolve_layers(const model::Transformer& model,
-                                    const std::vector<int64_t>& layers);
-
 }  // namespace oal::calib

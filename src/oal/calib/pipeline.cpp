@@ -4,6 +4,7 @@
 
 #include "oal/calib/layer_data.h"
 #include "oal/calib/shared_capture.h"
+#include "oal/model/layer_selection.h"
 
 namespace oal::calib {
 
@@ -12,7 +13,7 @@ CalibrationResult calibrate_model(const model::Transformer& model,
                                   const attn::ModelKernels* groups,
                                   const ModelCalibrationOptions& options) {
   SplitBlocks blocks = split_blocks(stream, options.ctx, options.split);
-  const std::vector<int64_t> layers = resolve_layers(model, options.layers);
+  const std::vector<int64_t> layers = oal::model::resolve_layers(options.layers, model.num_layers());
   const auto world = options.calibration.world ? options.calibration.world : dist::single_process();
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<LayerFitInput> inputs = shared_fit_inputs(model, blocks.train, blocks.val, layers,

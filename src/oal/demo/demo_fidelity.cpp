@@ -13,6 +13,7 @@
 #include "oal/model/load.h"
 #include "oal/text/corpus.h"
 #include "oal/text/tokenizer.h"
+#include "oal/model/layer_selection.h"
 
 namespace oal::demo {
 namespace {
@@ -22,7 +23,7 @@ namespace {
 attn::ModelKernels budget_groups(const model::Transformer& m, const at::Tensor& tokens,
                                  int64_t budget, analysis::ChiStatistic chi) {
   attn::ModelKernels out;
-  auto caps = calib::capture_qkv(m, tokens, calib::resolve_layers(m, {}));
+  auto caps = calib::capture_qkv(m, tokens, model::resolve_layers({}, m.num_layers()));
   for (const auto& [l, c] : caps) {
     const at::Tensor signed_rows = analysis::contribution_scores(c.q, c.k);  // [B, Hq, D]
     const at::Tensor mag_rows = analysis::contribution_magnitudes(c.q, c.k);  // [B, Hq, D]
