@@ -8,8 +8,8 @@
 #include "oal/core/error.h"
 #include "oal/core/machine.h"
 #include "oal/core/ranges.h"
-#include "oal/eval/bench.h"
-#include "oal/eval/model_bench.h"
+#include "oal/bench/bench.h"
+#include "oal/bench/model_bench.h"
 #include "oal/kernels/cpu/gemm_choice.h"
 #include "oal/kernels/cpu/isa.h"
 #include "oal/io/atomic_file.h"
@@ -28,7 +28,7 @@ struct BenchArgs {
   int64_t chunk = 64, groups = 5, heads = 14, kv_heads = 2, dim = 64;
   double max_call_seconds = 60;
   bool json = false, quiet = false;
-  // --model: the model-level benchmark (eval/model_bench.h).
+  // --model: the model-level benchmark (bench/model_bench.h).
   std::string model, variants = "softmax,oal,hybrid", prefill_lengths = "1024,4096";
   std::string hybrid_layers = "default";
   oal::model::TransformerOptions weights;
@@ -39,8 +39,8 @@ oal::model::ModelWeights qwen05b_shaped() {
   return oal::model::make_synthetic_weights(oal::model::qwen25_05b_shape());
 }
 
-oal::eval::BenchConfig to_config(const BenchArgs& a) {
-  oal::eval::BenchConfig c;
+oal::bench::BenchConfig to_config(const BenchArgs& a) {
+  oal::bench::BenchConfig c;
   c.methods = oal::split_names(a.methods);
   c.lengths.clear();
   for (const auto& n : oal::split_names(a.lengths)) {
@@ -89,7 +89,7 @@ std::string model_report(const BenchArgs& a, const oal::ProgressFn& progress) {
   const auto weights =
       synthetic ? qwen05b_shaped() : oal::model::load_model(a.model, {.keep_quantized = true});
   oal::model::Transformer model(weights, a.weights);
-  oal::eval::ModelBenchConfig c;
+  oal::bench::ModelBenchConfig c;
   c.variants = oal::split_names(a.variants);
   c.prefill_lengths = parse_lengths(a.prefill_lengths, "--prefill-n");
   c.decode_contexts = parse_lengths(a.lengths, "--n");
@@ -102,10 +102,10 @@ std::string model_report(const BenchArgs& a, const oal::ProgressFn& progress) {
   const std::string what =
       (synthetic ? "Qwen2.5-0.5B-shaped synthetic checkpoint (bf16 weights)" : a.model) +
       std::string(a.weights.rowwise_decode ? "" : ", decode layers as tensor operations");
-  const auto rep = oal::eval::run_model_bench(model, what, c, progress);
-  return a.format == "json"  ? oal::eval::model_bench_json(rep)
-         : a.format == "csv" ? oal::eval::model_bench_csv(rep)
-                             : oal::eval::model_bench_markdown(rep);
+  const auto rep = oal::bench::run_model_bench(model, what, c, progress);
+  return a.format == "json"  ? oal::bench::model_bench_json(rep)
+         : a.format == "csv" ? oal::bench::model_bench_csv(rep)
+                             : oal::bench::model_bench_markdown(rep);
 }
 
 void run(BenchArgs a) {
@@ -128,14 +128,14 @@ void run(BenchArgs a) {
   }
   const auto cfg = to_config(a);
   oal::cli::ProgressBar bar("bench", !a.quiet);
-  const auto rep = oal::eval::run_bench(cfg, bar.fn());
+  const auto rep = oal::bench::run_bench(cfg, bar.fn());
   bar.finish();
-  const std::string text = a.format == "json" ? oal::eval::bench_json(rep)
-                           : a.format == "csv" ? oal::eval::bench_csv(rep)
-                                               : oal::eval::bench_markdown(rep);
+  const std::string text = a.format == "json" ? oal::bench::bench_json(rep)
+                           : a.format == "csv" ? oal::bench::bench_csv(rep)
+                                               : oal::bench::bench_markdown(rep);
   if (!a.out.empty()) oal::io::write_file_atomic(a.out, text);
   else fmt::print("{}", text);
-  if (!a.out_svg.empty()) oal::io::write_file_atomic(a.out_svg, oal::eval::bench_svg(rep));
+  if (!a.out_svg.empty()) oal::io::write_file_atomic(a.out_svg, oal::bench::bench_svg(rep));
 }
 
 oal::cli::Registrar reg{
@@ -143,7 +143,7 @@ oal::cli::Registrar reg{
     [](CLI::App& app) {
       auto a = std::make_shared<BenchArgs>();
       std::string known;
-      for (const auto& n : oal::eval::bench_method_names()) known += (known.empty() ? "" : ", ") + n;
+      for (const auto& n : oal::bench::bench_method_names()) known += (known.empty() ? "" : ", ") + n;
       app.add_option("--methods", a->methods, "Comma-separated methods (" + known + ")")
           ->capture_default_str();
       app.add_option("--n", a->lengths, "Comma-separated sequence / context lengths")

@@ -14,7 +14,7 @@
 #include "oal/attention/softmax_method.h"
 #include "oal/calib/calibrate.h"
 #include "oal/core/error.h"
-#include "oal/eval/bench.h"
+#include "oal/bench/bench.h"
 
 namespace oal::demo {
 namespace {
@@ -96,12 +96,12 @@ struct Row {
 
 // Median prefill ms, decode ms/token, state bytes and path of one bench method per length.
 struct Speed {
-  std::map<int64_t, eval::BenchRow> prefill, decode;
+  std::map<int64_t, bench::BenchRow> prefill, decode;
 };
 
 std::map<std::string, Speed> time_methods(const OperatorDemoOptions& o, int64_t groups,
                                           const ProgressFn& progress) {
-  eval::BenchConfig c;
+  bench::BenchConfig c;
   c.methods = {"softmax-flash", "oal", "global"};
   c.lengths = o.speed_lengths;
   c.dtypes = {at::kFloat};
@@ -109,13 +109,13 @@ std::map<std::string, Speed> time_methods(const OperatorDemoOptions& o, int64_t 
   c.decode_steps = o.decode_steps;
   c.measure_gemm = false;
   c.shape = {o.batch, o.q_heads, o.kv_heads, o.dim, o.value_dim, o.chunk, groups, o.seed};
-  const eval::BenchReport rep = eval::run_bench(c, progress);
+  const bench::BenchReport rep = bench::run_bench(c, progress);
   std::map<std::string, Speed> out;
   for (const auto& r : rep.rows) (r.mode == "prefill" ? out[r.method].prefill : out[r.method].decode)[r.n] = r;
   return out;
 }
 
-std::string cell_ms(const eval::BenchRow* r) {
+std::string cell_ms(const bench::BenchRow* r) {
   if (!r) return "-";
   return r->skipped ? "skipped" : fmt::format("{:.1f}", r->ms_median);
 }
@@ -175,7 +175,7 @@ DemoSection operator_demo(const OperatorDemoOptions& o, const ProgressFn& progre
   nlohmann::json data = nlohmann::json::array();
   for (const auto& r : rows) {
     const Speed& s = speed.at(r.method);
-    auto find = [](const std::map<int64_t, eval::BenchRow>& m, int64_t n) {
+    auto find = [](const std::map<int64_t, bench::BenchRow>& m, int64_t n) {
       auto it = m.find(n);
       return it == m.end() ? nullptr : &it->second;
     };

@@ -3,7 +3,7 @@
 // planted outlier dimensions — exact softmax vs OAL (groups = planted outliers vs bulk)
 // vs the learned global quadratic (G = 1) vs the unfitted Taylor kernel, fitted by the
 // calibration code (calib/calibrate.h) — and speed at two sequence lengths through
-// `oal bench`'s runner (eval/bench.h), so the table shows where OAL loses (short
+// `oal bench`'s runner (bench/bench.h), so the table shows where OAL loses (short
 // sequences) and what it is for (long ones).
 #include <cstdint>
 #include <vector>

@@ -1,4 +1,4 @@
-// `oal bench --model` library (eval/model_bench.h) on a tiny random model: every cell is
+// `oal bench --model` library (bench/model_bench.h) on a tiny random model: every cell is
 // reported, the converted-layer ranges and state sizes are what the variants promise,
 // and bad configurations are errors. Speeds are not asserted (benchmarks, not tests).
 #include <gtest/gtest.h>
@@ -6,11 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "oal/core/error.h"
-#include "oal/eval/model_bench.h"
+#include "oal/bench/model_bench.h"
 #include "oal/kernels/cpu/oal_plan.h"
 #include "common/tiny_model.h"
 
-namespace oal::eval {
+namespace oal::bench {
 namespace {
 
 ModelBenchConfig tiny_config() {
@@ -75,4 +75,4 @@ TEST(ModelBench, BadConfigurationsAreErrors) {
 }
 
 }  // namespace
-}  // namespace oal::eval
+}  // namespace oal::bench

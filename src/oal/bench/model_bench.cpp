@@ -1,4 +1,4 @@
-#include "oal/eval/model_bench.h"
+#include "oal/bench/model_bench.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
@@ -11,13 +11,13 @@
 #include "oal/attention/oal_method.h"
 #include "oal/attention/softmax_method.h"
 #include "oal/core/error.h"
-#include "oal/eval/bench_measure.h"
-#include "oal/eval/bench_methods.h"
+#include "oal/bench/bench_measure.h"
+#include "oal/bench/bench_methods.h"
 #include "oal/kernels/cpu/isa.h"
 #include "oal/kernels/cpu/oal_prefill.h"
 #include "oal/model/hybrid.h"
 
-namespace oal::eval {
+namespace oal::bench {
 namespace {
 
 constexpr const char* k_op = "bench";
@@ -273,4 +273,4 @@ std::string model_bench_json(const ModelBenchReport& r) {
   return j.dump(2) + "\n";
 }
 
-}  // namespace oal::eval
+}  // namespace oal::bench

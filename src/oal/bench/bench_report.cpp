@@ -6,10 +6,10 @@
 #include <string>
 
 #include "oal/core/error.h"
-#include "oal/eval/bench.h"
+#include "oal/bench/bench.h"
 #include "oal/io/svg_lines.h"
 
-namespace oal::eval {
+namespace oal::bench {
 
 namespace {
 
@@ -175,4 +175,4 @@ std::string bench_svg(const BenchReport& r) {
       panels);
 }
 
-}  // namespace oal::eval
+}  // namespace oal::bench

@@ -1,4 +1,4 @@
-// `oal bench` library (eval/bench.h): the rows a small run produces, what they claim
+// `oal bench` library (bench/bench.h): the rows a small run produces, what they claim
 // (state sizes, FLOP rates), the three output formats, and bad configurations. Speeds
 // themselves are not asserted (benchmarks, not timed tests).
 #include <gtest/gtest.h>
@@ -8,10 +8,10 @@
 #include <string>
 
 #include "oal/core/error.h"
-#include "oal/eval/bench.h"
+#include "oal/bench/bench.h"
 #include "oal/kernels/cpu/oal_plan.h"
 
-namespace oal::eval {
+namespace oal::bench {
 namespace {
 
 BenchConfig small_config() {
@@ -115,4 +115,4 @@ TEST(Bench, BadConfigurationsAreErrors) {
 }
 
 }  // namespace
-}  // namespace oal::eval
+}  // namespace oal::bench

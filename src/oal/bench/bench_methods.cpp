@@ -1,4 +1,4 @@
-#include "oal/eval/bench_methods.h"
+#include "oal/bench/bench_methods.h"
 
 #include <ATen/core/grad_mode.h>
 
@@ -15,11 +15,11 @@
 #include "oal/attention/softmax_method.h"
 #include "oal/attention/registry.h"
 #include "oal/core/error.h"
-#include "oal/eval/bench.h"
+#include "oal/bench/bench.h"
 
 #include "oal/kernels/cpu/oal_prefill.h"
 
-namespace oal::eval {
+namespace oal::bench {
 namespace {
 
 namespace kc = oal::kernels::cpu;
@@ -251,4 +251,4 @@ BenchMethod bench_method_from_attention(std::shared_ptr<const attn::AttentionMet
   return m;
 }
 
-}  // namespace oal::eval
+}  // namespace oal::bench

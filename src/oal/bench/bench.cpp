@@ -1,4 +1,4 @@
-#include "oal/eval/bench.h"
+#include "oal/bench/bench.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -10,11 +10,11 @@
 #include <cmath>
 
 #include "oal/core/error.h"
-#include "oal/eval/bench_measure.h"
+#include "oal/bench/bench_measure.h"
 #include "oal/kernels/cpu/isa.h"
 #include "oal/kernels/cpu/oal_plan.h"
 
-namespace oal::eval {
+namespace oal::bench {
 namespace {
 
 using Clock = BenchClock;
@@ -246,4 +246,4 @@ BenchReport run_bench(const BenchConfig& cfg, const ProgressFn& progress) {
 
 // ---- output ---------------------------------------------------------------------------
 
-}  // namespace oal::eval
+}  // namespace oal::bench

@@ -16,7 +16,7 @@
 #include "oal/attention/method.h"
 #include "oal/attention/quadratic.h"
 
-namespace oal::eval {
+namespace oal::bench {
 
 // The benchmarked layer shape (paper App. E: B = 1, Hq = 14, Hkv = 2, d = dv = 64).
 struct BenchShape {
@@ -73,4 +73,4 @@ BenchMethod make_bench_method(const std::string& name, const BenchShape& shape);
 BenchMethod bench_method_from_attention(std::shared_ptr<const attn::AttentionMethod> method,
                                         const BenchShape& shape);
 
-}  // namespace oal::eval
+}  // namespace oal::bench

@@ -25,10 +25,10 @@
 
 #include "oal/core/machine.h"
 #include "oal/core/progress.h"
-#include "oal/eval/bench_measure.h"
-#include "oal/eval/bench_methods.h"
+#include "oal/bench/bench_measure.h"
+#include "oal/bench/bench_methods.h"
 
-namespace oal::eval {
+namespace oal::bench {
 
 struct BenchConfig {
   std::vector<std::string> methods = {"softmax-flash", "softmax-torch", "oal", "global"};
@@ -88,4 +88,4 @@ double softmax_prefill_flops(const BenchShape& s, int64_t n);
 double softmax_decode_flops(const BenchShape& s, int64_t n);
 double oal_decode_flops(const BenchShape& s);
 
-}  // namespace oal::eval
+}  // namespace oal::bench

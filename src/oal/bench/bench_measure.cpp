@@ -1,4 +1,4 @@
-#include "oal/eval/bench_measure.h"
+#include "oal/bench/bench_measure.h"
 
 #include <sys/resource.h>
 
@@ -10,7 +10,7 @@
 #include "oal/kernels/cpu/gemm_f32.h"
 #include "oal/kernels/cpu/linear_f32.h"
 
-namespace oal::eval {
+namespace oal::bench {
 namespace {
 
 int64_t status_kb(const char* key) {
@@ -144,4 +144,4 @@ std::string dtype_name(at::ScalarType t) {
   return t == at::kBFloat16 ? "bf16" : t == at::kFloat ? "fp32" : c10::toString(t);
 }
 
-}  // namespace oal::eval
+}  // namespace oal::bench

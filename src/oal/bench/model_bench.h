@@ -14,7 +14,7 @@
 // (DecodeState::absorb: a softmax cache appends, an OAL state absorbs without readout;
 // untimed), then `decode_steps` timed tokens, each one extend_hidden of one id plus the
 // lm_head on its hidden state (the whole per-token work of generation); median ms.
-// The OAL layers use synthetic kernels (eval/bench_methods.h bench_kernels): speed does
+// The OAL layers use synthetic kernels (bench/bench_methods.h bench_kernels): speed does
 // not depend on fitted values.
 #include <ATen/ATen.h>
 
@@ -26,7 +26,7 @@
 #include "oal/core/progress.h"
 #include "oal/model/transformer.h"
 
-namespace oal::eval {
+namespace oal::bench {
 
 struct ModelBenchConfig {
   std::vector<std::string> variants = {"softmax", "oal", "hybrid"};
@@ -71,4 +71,4 @@ std::string model_bench_markdown(const ModelBenchReport& report);
 std::string model_bench_csv(const ModelBenchReport& report);
 std::string model_bench_json(const ModelBenchReport& report);
 
-}  // namespace oal::eval
+}  // namespace oal::bench

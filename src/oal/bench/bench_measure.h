@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace oal::eval {
+namespace oal::bench {
 
 using BenchClock = std::chrono::steady_clock;
 
@@ -61,4 +61,4 @@ std::vector<GemmShapeRate> gemm_backend_rates();
 // "bf16", "fp32", else ATen's name.
 std::string dtype_name(at::ScalarType t);
 
-}  // namespace oal::eval
+}  // namespace oal::bench
