@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Checks that every src/oal/<module> includes only headers of the modules it may depend
-on (the one-way order of CMakeLists.txt's oal_module() lines), and prints the graph of
-what actually includes what. Exit status 1 on a back-edge or an undeclared edge.
+on (the one-way order of CMakeLists.txt's oal_module() lines), and that the declared
+edges are exactly the ones the code uses: each module declares the transitive reduction
+of what its files include (no edge the code does not need, none implied by another).
+Prints that graph with --print. Exit status 1 on a back-edge, an undeclared edge or a
+declared edge that differs from the used graph's reduction.
 
 Usage: scripts/check_module_graph.py [--print]"""
 import pathlib
@@ -35,9 +38,28 @@ for m in declared:
             if inc not in closure(m):
                 bad.append(f"{f.relative_to(root)} includes oal/{inc}/ but {m} does not depend on {inc}")
 
+def used_closure(m, seen=None):
+    seen = set() if seen is None else seen
+    for d in used.get(m, ()):
+        if d not in seen:
+            seen.add(d)
+            used_closure(d, seen)
+    return seen
+
+
+def reduction(m):
+    """What m uses directly, less what it reaches through another module it uses."""
+    return used[m] - set().union(*[used_closure(d) for d in used[m]] or [set()])
+
+
+for m in declared:
+    if set(declared[m]) != reduction(m):
+        bad.append(f"{m} declares {sorted(declared[m]) or 'nothing'} in CMakeLists.txt but its "
+                   f"files use {sorted(reduction(m)) or 'nothing'} (transitively reduced)")
+
 if "--print" in sys.argv:
     for m in declared:
-        direct = sorted(used[m] - set().union(*[closure(d) for d in used[m]] or [set()]))
+        direct = sorted(reduction(m))
         print(f"{m:10} -> {', '.join(direct) if direct else '(nothing)'}")
 for b in bad:
     print("module graph:", b, file=sys.stderr)
