@@ -11,7 +11,7 @@
 #include "oal/analysis/layer_groups.h"
 #include "oal/attention/kernel_json.h"
 #include "oal/calib/layer_data.h"
-#include "oal/eval/diagnose.h"
+#include "oal/linearize/diagnose.h"
 #include "oal/model/find_tokenizer.h"
 #include "oal/model/load.h"
 #include "oal/text/corpus.h"
@@ -25,7 +25,7 @@ struct DiagnoseArgs {
       fmt::format("{}", fmt::join(oal::attn::method_names(oal::attn::MethodKind::feature_map), ","));
   int64_t ctx = 256, seeds = 5;
   oal::cli::SplitArgs split;
-  oal::eval::DiagnoseOptions options;
+  oal::linearize::DiagnoseOptions options;
   bool json = false, quiet = false;
 };
 
@@ -43,26 +43,26 @@ void run(DiagnoseArgs a) {
     oal::cli::ProgressBar bar("capture", !a.quiet);
     caps = oal::calib::capture_qkv(model, blocks.eval, layers, bar.fn());
   }
-  std::vector<oal::eval::DiagnoseLayer> in;
+  std::vector<oal::linearize::DiagnoseLayer> in;
   for (int64_t l : layers) {
-    oal::eval::DiagnoseLayer dl{l, caps.at(l).q, caps.at(l).k, caps.at(l).v, {}};
+    oal::linearize::DiagnoseLayer dl{l, caps.at(l).q, caps.at(l).k, caps.at(l).v, {}};
     for (const auto& k : groups.layer(l)) dl.groups.push_back(k.groups());
     in.push_back(std::move(dl));
   }
   a.options.methods = oal::split_names(a.methods);
   a.options.seeds.clear();
   for (int64_t s = 0; s < a.seeds; ++s) a.options.seeds.push_back(uint64_t(s));
-  oal::eval::DiagnoseResult r;
+  oal::linearize::DiagnoseResult r;
   {
     oal::cli::ProgressBar bar("diagnose", !a.quiet);
     a.options.progress = bar.fn();
-    r = oal::eval::diagnose(in, a.options);
+    r = oal::linearize::diagnose(in, a.options);
   }
   const std::string groups_chi =
       oal::analysis::chi_statistic_name(oal::analysis::kernels_chi_statistic(groups.meta));
   const std::string gauss_chi = oal::analysis::chi_statistic_name(a.options.grouping.chi);
   if (a.json) {
-    nlohmann::json j = oal::eval::diagnose_json(r);
+    nlohmann::json j = oal::linearize::diagnose_json(r);
     j["groups_chi_statistic"] = groups_chi;
     j["gaussian_chi_statistic"] = gauss_chi;
     fmt::print("{}\n", j.dump(2));
@@ -70,7 +70,7 @@ void run(DiagnoseArgs a) {
   }
   fmt::print("groups: {} (chi {}); Gaussian control grouped with chi {} on {} prompts\n{}",
              a.groups, groups_chi, gauss_chi, a.options.gaussian_prompts,
-             oal::eval::diagnose_table(r));
+             oal::linearize::diagnose_table(r));
 }
 
 oal::cli::Registrar reg{

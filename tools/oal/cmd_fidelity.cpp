@@ -4,7 +4,7 @@
 #include "calib_options.h"
 #include "command.h"
 #include "oal/calib/run_dir.h"
-#include "oal/eval/fidelity_run.h"
+#include "oal/linearize/fidelity_run.h"
 #include "oal/io/atomic_file.h"
 #include "oal/model/find_tokenizer.h"
 #include "oal/model/load.h"
@@ -26,13 +26,13 @@ void run(const FidelityArgs& a) {
   const std::vector<int32_t> stream = tok->encode(oal::text::read_text_file(a.text), false);
   const oal::model::Transformer model(oal::model::load_model(a.model));
   const oal::calib::LoadedRun run = oal::calib::read_run(a.calib);
-  oal::eval::FidelityResult r;
+  oal::linearize::FidelityResult r;
   {
     oal::cli::ProgressBar cap("capture", !a.quiet), bar("fidelity", !a.quiet);
-    r = oal::eval::evaluate_run(model, stream, a.ctx, a.split.parse(), run.layers,
+    r = oal::linearize::evaluate_run(model, stream, a.ctx, a.split.parse(), run.layers,
                                 oal::cli::parse_layers(a.layers), {}, cap.fn(), bar.fn());
   }
-  nlohmann::json j = oal::eval::fidelity_json(r);
+  nlohmann::json j = oal::linearize::fidelity_json(r);
   j["model"] = a.model;
   j["text"] = a.text;
   j["calib"] = a.calib;
@@ -44,7 +44,7 @@ void run(const FidelityArgs& a) {
     return;
   }
   fmt::print("Frozen-attention fidelity: {} sequences x {} tokens\n{}", r.sequences,
-             r.tokens_per_sequence, oal::eval::fidelity_table(r));
+             r.tokens_per_sequence, oal::linearize::fidelity_table(r));
   fmt::print("wrote {}\n", out);
 }
 

@@ -15,7 +15,7 @@
 #include "oal/analysis/layer_groups.h"
 #include "oal/attention/registry.h"
 #include "oal/dist/world.h"
-#include "oal/eval/fidelity.h"
+#include "oal/linearize/fidelity.h"
 #include "oal/linearize/pipeline.h"
 #include "oal/model/fingerprint.h"
 #include "oal/model/find_tokenizer.h"
@@ -86,7 +86,7 @@ void run(LinearizeArgs a) {
   fmt::print("grouping prompts: {}\ncontribution statistic: {}\n{}", splits.grouping_source,
              oa::chi_statistic_name(a.grouping.chi), oa::groups_summary_table(r.grouped));
   fmt::print("\nFrozen-attention fidelity: {} sequences x {} tokens\n{}", r.fidelity.sequences,
-             r.fidelity.tokens_per_sequence, oal::eval::fidelity_table(r.fidelity));
+             r.fidelity.tokens_per_sequence, oal::linearize::fidelity_table(r.fidelity));
   fmt::print("wrote {} (pipeline.json, analysis.json, groups.json, calibration.json, "
              "kernels-*.json, baselines.safetensors, fidelity.json)\n", a.out);
 }

@@ -8,7 +8,7 @@
 #include "oal/attention/registry.h"
 #include "oal/calib/layer_data.h"
 #include "oal/calib/pipeline.h"
-#include "oal/eval/fidelity_run.h"
+#include "oal/linearize/fidelity_run.h"
 #include "oal/model/find_tokenizer.h"
 #include "oal/model/load.h"
 #include "oal/text/corpus.h"
@@ -42,9 +42,9 @@ attn::ModelKernels budget_groups(const model::Transformer& m, const at::Tensor& 
 
 }  // namespace
 
-void put_fidelity_table(const eval::FidelityResult& f, DemoSection& s) {
+void put_fidelity_table(const linearize::FidelityResult& f, DemoSection& s) {
   s.columns = {"method", "MSE before Wo", "RelMSE before Wo", "MSE after Wo", "RelMSE after Wo"};
-  s.data = eval::fidelity_json(f);
+  s.data = linearize::fidelity_json(f);
   for (const auto& row : f.rows)
     s.rows.push_back({row.method, fmt::format("{:.4g}", row.all.mse_before_wo),
                       fmt::format("{:.4g}", row.all.relmse_before_wo),
@@ -68,7 +68,7 @@ DemoSection fidelity_demo(const FidelityDemoOptions& o, const ProgressFn& progre
   const analysis::ChiStatistic chi = analysis::GroupingOptions{}.chi;
   const attn::ModelKernels groups = budget_groups(m, blocks.train, o.group_budget, chi);
   const calib::CalibrationResult r = calib::calibrate_model(m, stream, &groups, co);
-  const eval::FidelityResult f = eval::evaluate_run(m, stream, o.ctx, co.split, r.layers, {}, {});
+  const linearize::FidelityResult f = linearize::evaluate_run(m, stream, o.ctx, co.split, r.layers, {}, {});
   DemoSection s;
   s.title = "Frozen-attention fidelity (Table 2 layout)";
   s.notes = {fmt::format("model {}, text {}, {} held-out blocks of {} tokens, all layers", o.model,

@@ -8,7 +8,7 @@
 
 #include "oal/core/progress.h"
 #include "oal/demo/demo_report.h"
-#include "oal/eval/fidelity.h"
+#include "oal/linearize/fidelity.h"
 
 namespace oal::demo {
 
@@ -24,7 +24,7 @@ struct FidelityDemoOptions {
 
 // The Table 2 columns and rows of `f` (and its JSON) into `s`, as both fidelity
 // sections show them.
-void put_fidelity_table(const eval::FidelityResult& f, DemoSection& s);
+void put_fidelity_table(const linearize::FidelityResult& f, DemoSection& s);
 
 // Throws oal::Error when the model or text cannot be read.
 DemoSection fidelity_demo(const FidelityDemoOptions& options, const ProgressFn& progress = {});

@@ -5,7 +5,7 @@
 #include "oal/attention/kernel_json.h"
 #include "oal/calib/pipeline.h"
 #include "oal/calib/run_dir.h"
-#include "oal/eval/fidelity_run.h"
+#include "oal/linearize/fidelity_run.h"
 #include "oal/io/atomic_file.h"
 #include "oal/io/json_file.h"
 #include "oal/linearize/run_record.h"
@@ -28,8 +28,8 @@ analysis::AnalysisResult analyze_step(const model::Transformer& model, const tex
   return r;
 }
 
-nlohmann::json fidelity_record(const eval::FidelityResult& f, const Splits& splits, const PipelineOptions& o) {
-  nlohmann::json j = eval::fidelity_json(f);
+nlohmann::json fidelity_record(const FidelityResult& f, const Splits& splits, const PipelineOptions& o) {
+  nlohmann::json j = fidelity_json(f);
   j["model"] = o.model_name;
   j["chi_statistic"] = analysis::chi_statistic_name(o.grouping.chi);
   j["text"] = o.text_name;
@@ -88,7 +88,7 @@ PipelineResult run_pipeline(const model::Transformer& model, const std::vector<i
   if (!have_calibration)
     calib::write_run(dir, r.calibration, co.calibration, {o.model_name, o.text_name, splits.ctx, splits.blocks, o.fingerprint});
   // 4. Frozen-attention fidelity on the eval blocks.
-  r.fidelity = eval::evaluate_run(model, stream, splits.ctx, splits.blocks, r.calibration.layers, o.layers, {},
+  r.fidelity = evaluate_run(model, stream, splits.ctx, splits.blocks, r.calibration.layers, o.layers, {},
                                   progress.fidelity_capture, progress.fidelity);
   r.fidelity_json = fidelity_record(r.fidelity, splits, o);
   io::write_file_atomic(dir / "fidelity.json", r.fidelity_json.dump(2) + "\n");

@@ -18,7 +18,7 @@
 #include "oal/analysis/grouping.h"
 #include "oal/analysis/layer_groups.h"
 #include "oal/calib/calibrate.h"
-#include "oal/eval/fidelity.h"
+#include "oal/linearize/fidelity.h"
 #include "oal/linearize/splits.h"
 #include "oal/model/transformer.h"
 
@@ -48,7 +48,7 @@ struct PipelineResult {
   std::vector<analysis::LayerGroups> grouped;
   attn::ModelKernels groups;            // Taylor-initialised, what the fits start from
   calib::CalibrationResult calibration;
-  eval::FidelityResult fidelity;        // empty (no rows) on ranks with write = false
+  FidelityResult fidelity;        // empty (no rows) on ranks with write = false
   nlohmann::json fidelity_json;         // what fidelity.json holds
   std::vector<std::string> resumed;     // steps read back ("analysis", "calibration")
 };

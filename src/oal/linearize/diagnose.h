@@ -29,7 +29,7 @@
 #include "oal/attention/registry.h"
 #include "oal/core/progress.h"
 
-namespace oal::eval {
+namespace oal::linearize {
 
 // One layer: q [N, Hq, T, D], k, v [N, Hkv, T, D|Dv]; per query head its groups
 // (groups[h][0] the bulk).
@@ -71,4 +71,4 @@ DiagnoseResult diagnose(const std::vector<DiagnoseLayer>& layers, const Diagnose
 nlohmann::json diagnose_json(const DiagnoseResult& result);
 std::string diagnose_table(const DiagnoseResult& result);
 
-}  // namespace oal::eval
+}  // namespace oal::linearize

@@ -5,12 +5,12 @@
 
 #include "oal/attention/softmax_method.h"
 #include "oal/core/error.h"
-#include "oal/eval/fidelity.h"
+#include "oal/linearize/fidelity.h"
 
 namespace {
 
 namespace attn = oal::attn;
-namespace ev = oal::eval;
+namespace ev = oal::linearize;
 
 at::Tensor randn(std::vector<int64_t> shape, uint64_t seed) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);

@@ -1,4 +1,4 @@
-#include "oal/eval/fidelity_run.h"
+#include "oal/linearize/fidelity_run.h"
 
 #include <algorithm>
 
@@ -6,7 +6,7 @@
 #include "oal/attention/registry.h"
 #include "oal/core/error.h"
 
-namespace oal::eval {
+namespace oal::linearize {
 
 FidelityResult evaluate_run(const model::Transformer& model, const std::vector<int32_t>& stream,
                             int64_t ctx, const calib::BlockSplit& split,
@@ -37,4 +37,4 @@ FidelityResult evaluate_run(const model::Transformer& model, const std::vector<i
   return frozen_fidelity(in, order, progress);
 }
 
-}  // namespace oal::eval
+}  // namespace oal::linearize

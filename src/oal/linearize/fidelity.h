@@ -22,7 +22,7 @@
 #include "oal/attention/method.h"
 #include "oal/core/progress.h"
 
-namespace oal::eval {
+namespace oal::linearize {
 
 // One layer's frozen inputs: q [N, Hq, T, D], k, v [N, Hkv, T, D|Dv], wo [hidden, Hq*Dv],
 // and the methods to compare on it (by name).
@@ -62,4 +62,4 @@ nlohmann::json fidelity_json(const FidelityResult& result);
 // The Table 2 layout as plain text (one row per method, the four metrics).
 std::string fidelity_table(const FidelityResult& result);
 
-}  // namespace oal::eval
+}  // namespace oal::linearize

@@ -1,4 +1,4 @@
-#include "oal/eval/fidelity.h"
+#include "oal/linearize/fidelity.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
 
-namespace oal::eval {
+namespace oal::linearize {
 namespace {
 
 constexpr std::string_view k_op = "fidelity";
@@ -157,4 +157,4 @@ std::string fidelity_table(const FidelityResult& r) {
   return s;
 }
 
-}  // namespace oal::eval
+}  // namespace oal::linearize

@@ -7,10 +7,10 @@
 
 #include "oal/calib/block_split.h"
 #include "oal/calib/calibrate.h"
-#include "oal/eval/fidelity.h"
+#include "oal/linearize/fidelity.h"
 #include "oal/model/transformer.h"
 
-namespace oal::eval {
+namespace oal::linearize {
 
 // `layers`: the layers to evaluate (empty: every layer in `methods`); each must be in
 // `methods`. `order`: method names to report (empty: the table order of
@@ -22,4 +22,4 @@ FidelityResult evaluate_run(const model::Transformer& model, const std::vector<i
                             const ProgressFn& capture_progress = {},
                             const ProgressFn& progress = {});
 
-}  // namespace oal::eval
+}  // namespace oal::linearize

@@ -1,4 +1,4 @@
-#include "oal/eval/diagnose.h"
+#include "oal/linearize/diagnose.h"
 
 #include <fmt/format.h>
 
@@ -18,7 +18,7 @@
 #include "oal/core/blas_threads.h"
 #include "oal/core/error.h"
 
-namespace oal::eval {
+namespace oal::linearize {
 namespace {
 
 constexpr std::string_view k_op = "diagnose";
@@ -287,4 +287,4 @@ std::string diagnose_table(const DiagnoseResult& r) {
   return s;
 }
 
-}  // namespace oal::eval
+}  // namespace oal::linearize

@@ -10,9 +10,9 @@
 #include <cmath>
 
 #include "oal/core/error.h"
-#include "oal/eval/diagnose.h"
+#include "oal/linearize/diagnose.h"
 
-namespace oal::eval {
+namespace oal::linearize {
 namespace {
 
 // Two sequences, Hq = 2 sharing one KV head, T = 48, D = 8. Dimensions 0 and 1 are
@@ -123,4 +123,4 @@ TEST(Diagnose, BadInputIsAnError) {
 }
 
 }  // namespace
-}  // namespace oal::eval
+}  // namespace oal::linearize
