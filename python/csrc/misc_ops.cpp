@@ -8,6 +8,10 @@
 //       inputs are kept between forward and backward).
 //   oal::apply_env() -> ()
 //       applies OAL_SIMD and OAL_GEMM as the CLI does at start (`import oal` calls it).
+//   oal::taylor_lower(num_groups, eps=1e-6) -> L
+//       L [G+1, G+1] fp64 of the Taylor kernel 1 + s + s²/2 for G groups
+//       (attn::QuadraticKernel::taylor, paper App. D): the package's starting kernels,
+//       from the one implementation the CLI's calibration uses.
 //   oal::read_kernels(path) -> str
 //       a kernel JSON file in our format or the official release layout, returned in our
 //       format ("oal-kernels" v1, docs/formats.md) as a JSON string for Python to parse.
@@ -16,9 +20,11 @@
 #include <torch/library.h>
 
 #include <string>
+#include <vector>
 
 #include "oal/attention/kernel_blocker.h"
 #include "oal/attention/kernel_json.h"
+#include "oal/attention/quadratic.h"
 #include "oal/attention/softmax.h"
 #include "oal/core/error.h"
 #include "oal/kernels/cpu/gemm_choice.h"
@@ -73,6 +79,13 @@ void apply_env() {
   kernels::cpu::apply_gemm_env();
 }
 
+at::Tensor taylor_lower(int64_t num_groups, double eps) {
+  check(num_groups >= 1, "taylor_lower", "num_groups must be >= 1, got {}", num_groups);
+  std::vector<std::vector<int64_t>> groups(static_cast<size_t>(num_groups));
+  for (int64_t g = 0; g < num_groups; ++g) groups[static_cast<size_t>(g)] = {g};
+  return attn::QuadraticKernel::taylor(std::move(groups), eps).lower();
+}
+
 std::string read_kernels(c10::string_view path) {
   return attn::kernels_to_json(attn::read_kernels(std::string(path))).dump();
 }
@@ -83,6 +96,7 @@ std::string read_kernels(c10::string_view path) {
 TORCH_LIBRARY_FRAGMENT(oal, m) {
   m.def("softmax_attention(Tensor q, Tensor k, Tensor v, float? scale=None) -> Tensor",
         &oal::python::softmax_attention);
+  m.def("taylor_lower(int num_groups, float eps=1e-06) -> Tensor", &oal::python::taylor_lower);
   m.def("read_kernels(str path) -> str", &oal::python::read_kernels);
   m.def("apply_env() -> ()", &oal::python::apply_env);
 }

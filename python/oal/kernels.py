@@ -5,7 +5,6 @@ official release layout of the paper's authors (e.g. their Qwen2.5-0.5B coeffici
 the C++ core parses and validates both (src/oal/attention/kernel_json.h).
 """
 import json
-import math
 import os
 from dataclasses import dataclass, field
 
@@ -34,17 +33,12 @@ def _pack_to_dense(packed, n):
     return L
 
 
+@translated
 def taylor_lower(num_groups, eps=1e-6):
-    """L [G+1, G+1] of the Taylor kernel 1 + s + s^2/2 for G groups (paper App. D:
-    M00 = 1 - eps, M0g = 1/2, Mgh = 1/2, so kappa is the same for every partition)."""
-    check(0 < eps < 0.5, "taylor_lower", f"eps must be in (0, 1/2), got {eps}")
-    L = torch.zeros(num_groups + 1, num_groups + 1, dtype=torch.float64)
-    l00 = math.sqrt(1.0 - eps)
-    l10 = 0.5 / l00
-    L[0, 0] = l00
-    L[1:, 0] = l10
-    L[1:, 1] = math.sqrt(0.5 - l10 * l10)
-    return L
+    """L [G+1, G+1] fp64 of the Taylor kernel 1 + s + s^2/2 for G groups (paper App. D:
+    M00 = 1 - eps, M0g = 1/2, Mgh = 1/2, so kappa is the same for every partition), from
+    the C++ core's QuadraticKernel::taylor (0 < eps < 1/2)."""
+    return torch.ops.oal.taylor_lower(int(num_groups), float(eps))
 
 
 @dataclass

@@ -74,5 +74,20 @@ def test_bad_construction_raises_clearly():
         oal.QuadraticAttention([[0, 1], [3]], heads=2)
     with pytest.raises(oal.Error, match=r"L must be \[Hq = 2"):
         oal.QuadraticAttention([[0, 1], [2, 3]], heads=2, L=torch.eye(3))
-    with pytest.raises(oal.Error, match=r"eps must be in"):
+    with pytest.raises(oal.Error, match=r"Taylor initialisation needs 0 < eps < 1/2"):
         oal.QuadraticAttention([[0, 1], [2, 3]], heads=2, eps=0.0)
+
+
+def test_taylor_lower_is_the_cores_taylor_kernel():
+    # L L^T must be the Taylor kernel's M: M00 = 1 - eps, M0g = Mg0 = 1/2, Mgh = 1/2 (App. D),
+    # computed here by hand; G = 1 and G = 4.
+    for groups in (1, 4):
+        eps = 1e-6
+        L = oal.taylor_lower(groups, eps)
+        assert L.shape == (groups + 1, groups + 1) and L.dtype == torch.float64
+        assert torch.equal(L, torch.tril(L))
+        M = torch.full((groups + 1, groups + 1), 0.5, dtype=torch.float64)
+        M[0, 0] = 1.0 - eps
+        assert torch.allclose(L @ L.T, M, atol=1e-12)
+    with pytest.raises(oal.Error, match=r"num_groups must be >= 1"):
+        oal.taylor_lower(0)
