@@ -114,14 +114,14 @@ fs::path write_run_seed(const fs::path& out, const fs::path& scratch) {
   const std::vector<std::string> methods = {"softmax", "global", "oal", "taylorshift",
                                             "performer", "dijiang", "spectraformer"};
   oal::calib::CalibrationResult result;
-  result.oal = tiny_kernels(2);
-  result.global = tiny_kernels(2);
+  result.kernels["oal"] = tiny_kernels(2);
+  result.kernels["global"] = tiny_kernels(2);
   for (int64_t layer = 0; layer < 2; ++layer) {
     oal::calib::LayerMethods lm{layer, {}};
     const oal::attn::MethodShape shape{layer, 2, 1, 8};
     for (const auto& m : methods)
       lm.methods[m] = oal::attn::make_method(m, shape, 7,
-                                             m == "oal" ? &result.oal : m == "global" ? &result.global : nullptr);
+                                             result.kernels.count(m) ? &result.kernels.at(m) : nullptr);
     result.layers.push_back(lm);
   }
   result.reports.push_back({"oal", "global", 0, 1, 0.5, 0.25, 3, 4, true});

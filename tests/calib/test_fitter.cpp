@@ -229,7 +229,7 @@ TEST(Calibrate, SelectsBestInitialisationPerHeadAndBuildsEveryMethod) {
   }
   // The selected OAL kernels are the ones the method evaluates.
   auto q = in.data.q_val.narrow(0, 0, 1), k = in.data.k_val.narrow(0, 0, 1), v = in.data.v_val.narrow(0, 0, 1);
-  auto direct = attn::QuadraticAttention::from_kernels(r.oal.layer(1), {}, false).forward(q, k, v);
+  auto direct = attn::QuadraticAttention::from_kernels(r.kernels.at("oal").layer(1), {}, false).forward(q, k, v);
   EXPECT_TRUE(direct.equal(r.layers[0].methods.at("oal")->forward(q, k, v)));
 
   // Run directory round trip: every method evaluates identically after reading back.

@@ -32,8 +32,8 @@ void write_oal_run(const std::filesystem::path& dir, const model::ModelWeights& 
   for (int64_t h = 0; h < c.num_heads; ++h)
     heads.push_back(attn::QuadraticKernel::taylor({{0, 1, 2, 3, 4, 5}, {6, 7}}));
   calib::CalibrationResult res;
-  res.oal.head_dim = c.head_dim;
-  res.oal.layers[1] = heads;
+  res.kernels["oal"].head_dim = c.head_dim;
+  res.kernels["oal"].layers[1] = heads;
   res.layers.push_back({1, {{"oal", std::make_shared<attn::QuadraticAttention>(
                                         attn::QuadraticAttention::from_kernels(heads, {}, false))}}});
   calib::CalibrationOptions opts;
@@ -53,8 +53,8 @@ void write_two_method_run(const std::filesystem::path& dir, const model::ModelWe
     heads.push_back(attn::QuadraticKernel::global({{0, 1, 2, 3, 4, 5}, {6, 7}}, 3.0, 1.0, 0.5));
   }
   calib::CalibrationResult res;
-  res.oal.head_dim = c.head_dim;
-  res.oal.layers[1] = heads;
+  res.kernels["oal"].head_dim = c.head_dim;
+  res.kernels["oal"].layers[1] = heads;
   auto ts = std::make_shared<attn::TaylorShiftAttention>(
       at::full({c.num_heads}, 2.5, at::kFloat), c.num_kv_heads, c.head_dim);
   res.layers.push_back({1, {{"oal", std::make_shared<attn::QuadraticAttention>(

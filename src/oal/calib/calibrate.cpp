@@ -161,16 +161,16 @@ CalibrationResult calibrate(const std::vector<LayerFitInput>& inputs,
   for (size_t li = 0; li < inputs.size(); ++li) {
     LayerMethods lm{inputs[li].layer, {}};
     for (auto& r : runs) {
-      if (wanted(r.name)) lm.methods[r.name] = r.fits[li].method;
-      if (r.name == "oal") res.oal.layers[inputs[li].layer] = r.fits[li].kernels;
-      if (r.name == "global" && wanted("global"))
-        res.global.layers[inputs[li].layer] = r.fits[li].kernels;
+      if (!wanted(r.name)) continue;  // the global kernel fitted only as OAL's start
+      lm.methods[r.name] = r.fits[li].method;
+      if (attn::method_spec(r.name).kind == attn::MethodKind::quadratic)
+        res.kernels[r.name].layers[inputs[li].layer] = r.fits[li].kernels;
     }
     res.layers.push_back(std::move(lm));
   }
   for (const auto& r : runs)
     for (const auto& f : r.fits) res.reports.insert(res.reports.end(), f.reports.begin(), f.reports.end());
-  if (!inputs.empty()) res.oal.head_dim = res.global.head_dim = inputs[0].data.q_train.size(3);
+  for (auto& [name, k] : res.kernels) k.head_dim = inputs[0].data.q_train.size(3);
   return res;
 }
 

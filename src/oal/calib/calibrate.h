@@ -50,7 +50,10 @@ struct LayerMethods {
 
 struct CalibrationResult {
   std::vector<LayerMethods> layers;
-  attn::ModelKernels oal, global;  // fitted kernels (when requested)
+  // Fitted kernels of the requested quadratic-kernel methods (registry kind quadratic:
+  // OAL, the learned global kernel), by method name; a run directory writes each as
+  // kernels-<name>.json.
+  std::map<std::string, attn::ModelKernels> kernels;
   std::vector<FitReport> reports;
   // Wall time of each phase on this rank (s): "capture" (forward passes, softmax targets
   // and their exchange; calibrate_model only), "fits". Not written to the run directory.

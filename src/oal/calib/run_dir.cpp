@@ -85,8 +85,8 @@ void write_run(const fs::path& dir, const CalibrationResult& result,
   if (info.shard)
     j["shard"] = {{"index", info.shard->index}, {"count", info.shard->count},
                   {"layers", info.shard->layers}};
-  if (!result.oal.layers.empty()) attn::write_kernels(dir / "kernels-oal.json", result.oal);
-  if (!result.global.layers.empty()) attn::write_kernels(dir / "kernels-global.json", result.global);
+  for (const auto& [name, k] : result.kernels)
+    if (!k.layers.empty()) attn::write_kernels(dir / ("kernels-" + name + ".json"), k);
   if (!tensors.empty()) io::write_safetensors(dir / "baselines.safetensors", tensors);
   io::write_file_atomic(dir / "calibration.json", j.dump(2) + "\n");
 }
@@ -100,12 +100,11 @@ LoadedRun read_run_json(const fs::path& dir, const nlohmann::json& j) {
   run.meta = j;
   run.methods = j.at("methods").get<std::vector<std::string>>();
   const uint64_t seed = io::json_uint(j.at("seed"), k_op, "calibration.json: 'seed'");
-  auto want = [&](const char* m) {
-    return std::find(run.methods.begin(), run.methods.end(), m) != run.methods.end();
-  };
-  attn::ModelKernels oal, global;
-  if (want("oal")) oal = attn::read_kernels(dir / "kernels-oal.json");
-  if (want("global")) global = attn::read_kernels(dir / "kernels-global.json");
+  // The quadratic-kernel methods' fitted kernels (kernels-<name>.json), by name.
+  std::map<std::string, attn::ModelKernels> kernels;
+  for (const auto& m : run.methods)
+    if (attn::method_spec(m).kind == attn::MethodKind::quadratic)
+      kernels[m] = attn::read_kernels(dir / ("kernels-" + m + ".json"));
   io::SafetensorsFile st;
   const fs::path sp = dir / "baselines.safetensors";
   if (fs::exists(sp)) st = io::read_safetensors(sp);
@@ -116,14 +115,15 @@ LoadedRun read_run_json(const fs::path& dir, const nlohmann::json& j) {
       return io::json_int_or(lj, key, 0, k_op, fmt::format("calibration.json: layers[].{}", key));
     };
     for (const auto& name : run.methods) {
-      const attn::ModelKernels* k = name == "oal" ? &oal : name == "global" ? &global : nullptr;
+      const auto found = kernels.find(name);
+      const attn::ModelKernels* k = found == kernels.end() ? nullptr : &found->second;
       attn::MethodShape shape{lm.layer, size("q_heads"), size("kv_heads"), size("head_dim")};
       if (k) {
         const auto& ks = k->layer(lm.layer);
         shape.q_heads = int64_t(ks.size());
         shape.kv_heads = shape.kv_heads ? shape.kv_heads : 1;
         shape.head_dim = ks.at(0).dim();
-      } else if (name == "softmax") {
+      } else if (attn::method_spec(name).kind == attn::MethodKind::exact) {
         shape = {lm.layer, 1, 1, 1};
       }
       auto m = attn::make_method(name, shape, seed, k);

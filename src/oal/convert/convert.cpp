@@ -191,8 +191,7 @@ void export_converted(const fs::path& out, const model::ModelWeights& weights,
         kernels.layers[l] = q->to_kernels();
       res.layers.push_back({l, {{method, m}}});
     }
-    if (method == "oal") res.oal = kernels;
-    if (method == "global") res.global = kernels;
+    if (!kernels.layers.empty()) res.kernels[method] = kernels;
     calib::CalibrationOptions opts;
     opts.methods = {method};
     calib::RunInfo info;
