@@ -5,7 +5,7 @@
 
 #include "common/temp_dir.h"
 #include "oal/core/error.h"
-#include "oal/train/pipeline.h"
+#include "oal/train/finetune_run.h"
 
 using namespace oal;
 

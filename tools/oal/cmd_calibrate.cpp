@@ -14,7 +14,7 @@
 #include "oal/dist/world.h"
 #include "oal/attention/registry.h"
 #include "oal/attention/kernel_json.h"
-#include "oal/calib/pipeline.h"
+#include "oal/calib/calibrate_model.h"
 #include "oal/calib/run_dir.h"
 #include "oal/model/fingerprint.h"
 #include "oal/model/find_tokenizer.h"

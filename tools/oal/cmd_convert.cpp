@@ -7,7 +7,7 @@
 
 #include "command.h"
 #include "oal/attention/registry.h"
-#include "oal/convert/pipeline.h"
+#include "oal/convert/convert_run.h"
 
 namespace {
 

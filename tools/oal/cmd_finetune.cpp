@@ -12,7 +12,7 @@
 #include "launch.h"
 #include "oal/dist/world.h"
 #include "oal/attention/registry.h"
-#include "oal/train/pipeline.h"
+#include "oal/train/finetune_run.h"
 #include "progress_bar.h"
 
 namespace {

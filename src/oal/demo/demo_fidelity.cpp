@@ -7,7 +7,7 @@
 #include "oal/analysis/grouping.h"
 #include "oal/attention/registry.h"
 #include "oal/calib/layer_data.h"
-#include "oal/calib/pipeline.h"
+#include "oal/calib/calibrate_model.h"
 #include "oal/linearize/fidelity_run.h"
 #include "oal/model/find_tokenizer.h"
 #include "oal/model/load.h"

@@ -3,7 +3,7 @@
 #include "oal/analysis/analysis_json.h"
 #include "oal/analysis/chi_statistic.h"
 #include "oal/attention/kernel_json.h"
-#include "oal/calib/pipeline.h"
+#include "oal/calib/calibrate_model.h"
 #include "oal/calib/run_dir.h"
 #include "oal/linearize/fidelity_run.h"
 #include "oal/io/atomic_file.h"

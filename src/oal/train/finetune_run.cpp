@@ -1,4 +1,4 @@
-#include "oal/train/pipeline.h"
+#include "oal/train/finetune_run.h"
 
 #include <fmt/format.h>
 

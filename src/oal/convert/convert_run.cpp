@@ -1,4 +1,4 @@
-#include "oal/convert/pipeline.h"
+#include "oal/convert/convert_run.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "oal/calib/pipeline.h"
+#include "oal/calib/calibrate_model.h"
 
 #include <chrono>
 

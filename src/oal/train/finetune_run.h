@@ -1,6 +1,6 @@
 #pragma once
 // End-to-end adaptation as `oal finetune` and the demo run it: validate every input
-// before any work, build the hybrid model (convert/pipeline.h), fine-tune with LoRA +
+// before any work, build the hybrid model (convert/convert_run.h), fine-tune with LoRA +
 // kernel parameters, export.
 //
 // `oal finetune` writes into `out`:
@@ -17,7 +17,7 @@
 #include "oal/core/progress.h"
 #include "oal/model/lora.h"
 #include "oal/convert/convert.h"
-#include "oal/convert/pipeline.h"
+#include "oal/convert/convert_run.h"
 #include "oal/train/finetune.h"
 
 namespace oal::train {
