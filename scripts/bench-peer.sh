@@ -6,7 +6,7 @@
 # for the softmax model, all layers OAL and the paper-range hybrid, with peak RSS.
 #
 #   scripts/bench-peer.sh [--model FILE.gguf] [--prefill 512,4096] [--depths 1024,4096]
-#                         [--threads 2] [--simd avx2] [--repeats 3] [--out DIR]
+#                         [--threads 2] [--simd avx2] [--repeats 3] [--warmup 1] [--out DIR]
 #
 # llama.cpp is built from source by scripts/build-llama-cpp.sh (native CPU flags; with
 # --simd avx2, a second build with AVX-512 off, so both sides run AVX2). Writes
@@ -20,6 +20,7 @@ depths=1024,4096
 threads=$(nproc)
 simd=""
 repeats=3
+warmup=1
 out=runs/peer
 oal=${OAL_BIN:-build/release/oal}
 while [ $# -gt 0 ]; do
@@ -30,6 +31,7 @@ while [ $# -gt 0 ]; do
     --threads) threads=$2; shift 2 ;;
     --simd) simd=$2; shift 2 ;;
     --repeats) repeats=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;   # oal's untimed calls per cell (0 for long contexts)
     --out) out=$2; shift 2 ;;
     -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "bench-peer: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -61,7 +63,7 @@ echo "bench-peer: llama-bench on $model ($threads threads)" >&2
 
 echo "bench-peer: oal bench --model $model ($threads threads${simd:+, SIMD $simd})" >&2
 OAL_THREADS=$threads "$oal" bench --model "$model" --variants softmax,oal,hybrid \
-  --prefill-n "$prefill" --n "$depths" --repeats "$repeats" --decode-steps 32 \
+  --prefill-n "$prefill" --n "$depths" --repeats "$repeats" --warmup "$warmup" --decode-steps 32 \
   ${simd:+--simd "$simd"} --weights auto --json --quiet > "$out/oal-bench.json"
 
 "${OAL_VENV:-.cache/venv}/bin/python" scripts/peer_table.py --llama "$out/llama-bench-prefill.json" \
