@@ -44,8 +44,9 @@ def expand_braces(pattern):
 
 
 def test_paths_named_in_the_docs_exist():
-    # Files move (eval/demo_* went to demo/, train/convert to convert/); a doc that still
-    # names the old place sends a reader to nothing. Placeholders (<module>) are skipped.
+    # Files move (eval/demo_* went to demo/, train/convert to convert/), and a doc that
+    # names a file's old place points the reader at nothing. Placeholders such as
+    # <module> are not paths and are skipped.
     docs = sorted((SOURCE_DIR / "docs").glob("*.md")) + [SOURCE_DIR / "README.md"]
     missing = []
     for doc in docs:
