@@ -38,11 +38,17 @@ void add_into(float* out, const float* a, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] += a[i];
 }
 
+// What decode_layer reads itself: x and the norms. Each projection guards its own
+// weights (Linear::forward_into checks kernel_ready), so they are not checked twice.
+bool rows_and_norms_ready(const TransformerLayer& L, const at::Tensor& x) {
+  return x.device().is_cpu() && x.scalar_type() == at::kFloat && !attn::records_grad(x) &&
+         fp32_cpu_constant(L.attn_norm) && fp32_cpu_constant(L.mlp_norm);
+}
+
 }  // namespace
 
 bool decode_layer_can_run(const TransformerLayer& L, const at::Tensor& x) {
-  if (!x.device().is_cpu() || x.scalar_type() != at::kFloat || attn::records_grad(x)) return false;
-  if (!fp32_cpu_constant(L.attn_norm) || !fp32_cpu_constant(L.mlp_norm)) return false;
+  if (!rows_and_norms_ready(L, x)) return false;
   for (const Linear* p : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj,
                           &L.down_proj})
     if (!p->kernel_ready()) return false;
@@ -56,7 +62,8 @@ at::Tensor decode_layer(const TransformerLayer& L, const ModelConfig& c, const R
   check(x.dim() == 2 && x.size(1) == H && static_cast<int64_t>(positions.size()) == M, k_op,
         "expected x [M, {}] and M positions, got x {} and {} positions", H, shape_str(x),
         positions.size());
-  check(decode_layer_can_run(L, x), k_op, "the layer needs the tensor path");
+  check(rows_and_norms_ready(L, x), k_op,
+        "x and the norms must be fp32 on the CPU without autograd; the layer needs the tensor path");
   const at::Tensor xc = x.contiguous();
   const float* xp = xc.data_ptr<float>();
   const auto options = xc.options();
