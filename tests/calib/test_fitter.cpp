@@ -246,6 +246,18 @@ TEST(Calibrate, SelectsBestInitialisationPerHeadAndBuildsEveryMethod) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Calibrate, OrderFitsWhatAMethodStartsFromFirst) {
+  // The registry's starts_from: OAL's initialisations embed the fitted global kernel, so
+  // "global" is fitted first, whether requested or not, and only once.
+  using V = std::vector<std::string>;
+  EXPECT_EQ(calib::calibration_order({"oal"}), (V{"global", "oal"}));
+  EXPECT_EQ(calib::calibration_order({"performer", "oal", "global"}),
+            (V{"performer", "global", "oal"}));
+  EXPECT_EQ(calib::calibration_order({"taylorshift"}), (V{"taylorshift"}));
+  for (const auto& spec : attn::method_registry())
+    if (spec.starts_from) EXPECT_NO_THROW(attn::method_spec(spec.starts_from)) << spec.name;
+}
+
 TEST(Calibrate, RejectsUnknownMethodAndMissingGroups) {
   auto in = layer_input(2, 1, 8, 8);
   calib::CalibrationOptions o;

@@ -39,38 +39,39 @@ Ptr make_global(const MethodShape& s, uint64_t, const ModelKernels* kernels) {
 
 const std::vector<MethodSpec> k_methods = {
     {"softmax", "exact causal softmax attention (the reference)", MethodKind::exact,
-     FitScope::none, false, false, [](const MethodShape&, int64_t) -> int64_t { return 0; },
+     Fit::none, false, false, [](const MethodShape&, int64_t) -> int64_t { return 0; },
      [](int64_t) { return FeatureSize{0, 0}; }, make_softmax},
     {"oal", "outlier-aware grouped quadratic kernel, L per query head (paper Eq. 3)",
-     MethodKind::quadratic, FitScope::per_head, true, false, quadratic_params,
-     [](int64_t d) { return FeatureSize{kernels::cpu::oal_feature_dim(d), 4}; }, make_oal},
+     MethodKind::quadratic, Fit::grouped_kernel, true, false, quadratic_params,
+     [](int64_t d) { return FeatureSize{kernels::cpu::oal_feature_dim(d), 4}; }, make_oal,
+     "global"},
     {"global", "learned global quadratic a + b s + c s^2 (OAL with one group)",
-     MethodKind::quadratic, FitScope::per_head, false, false,
+     MethodKind::quadratic, Fit::global_kernel, false, false,
      [](const MethodShape& s, int64_t) { return quadratic_params(s, 1); },
      [](int64_t d) { return FeatureSize{kernels::cpu::oal_feature_dim(d), 4}; }, make_global},
     {"taylorshift", "TaylorShift: 1 + s + s^2/2 on l2-normalised q, k, tau per head",
-     MethodKind::feature_map, FitScope::per_head, false, false,
+     MethodKind::feature_map, Fit::taylorshift_tau, false, false,
      [](const MethodShape& s, int64_t) { return s.q_heads; },
      [](int64_t d) { return FeatureSize{1 + d + d * (d + 1) / 2, 4}; },
      [](const MethodShape& s, uint64_t, const ModelKernels*) -> Ptr {
        return TaylorShiftAttention::init(s.q_heads, s.kv_heads, s.head_dim);
      }},
     {"performer", "Performer FAVOR+: 250 positive orthogonal random features, fixed",
-     MethodKind::feature_map, FitScope::none, false, true,
+     MethodKind::feature_map, Fit::none, false, true,
      [](const MethodShape&, int64_t) -> int64_t { return 0; },
      [](int64_t) { return FeatureSize{k_performer_features, 8}; },
      [](const MethodShape& s, uint64_t seed, const ModelKernels*) -> Ptr {
        return PerformerAttention::init(s.q_heads, s.kv_heads, s.head_dim, s.layer, seed);
      }},
     {"dijiang", "DiJiang: DCT features with learned weights exp(theta) per head",
-     MethodKind::feature_map, FitScope::per_head, false, true,
+     MethodKind::feature_map, Fit::dijiang_theta, false, true,
      [](const MethodShape& s, int64_t) { return s.q_heads * s.head_dim; },
      [](int64_t d) { return FeatureSize{d, 4}; },
      [](const MethodShape& s, uint64_t seed, const ModelKernels*) -> Ptr {
        return DiJiangAttention::init(s.q_heads, s.kv_heads, s.head_dim, s.layer, seed);
      }},
     {"spectraformer", "SpectraFormer: OPRF features, learned FastFood projection per layer",
-     MethodKind::feature_map, FitScope::per_layer, false, true,
+     MethodKind::feature_map, Fit::spectraformer_fastfood, false, true,
      [](const MethodShape& s, int64_t) { return 3 * s.head_dim; },
      [](int64_t d) { return FeatureSize{d + 1, 8}; },
      [](const MethodShape& s, uint64_t seed, const ModelKernels*) -> Ptr {
@@ -115,6 +116,12 @@ void check_method_names(const std::vector<std::string>& names, std::string_view 
     check(std::any_of(k_methods.begin(), k_methods.end(),
                       [&](const MethodSpec& m) { return n == m.name; }),
           op, "unknown method '{}' (known: {})", n, method_list());
+}
+
+const MethodSpec& reference_method() {
+  for (const auto& m : k_methods)
+    if (m.kind == MethodKind::exact) return m;
+  fail("method", "the registry has no exact method");
 }
 
 Ptr make_method(std::string_view name, const MethodShape& s, uint64_t seed,

@@ -2,7 +2,8 @@
 // The one list of attention methods the project compares (paper Tables 1-3): name, kind,
 // what `oal calibrate` fits, parameter and feature sizes, and how to build a layer of it.
 // calibrate, convert, bench, diagnose, fidelity and every --help read this list; adding a
-// method means adding one entry here (and its calibrator in calib/calibrators.cpp).
+// method means adding one entry here (and, for a new kind of fit, its calibrator in
+// calib/calibrators.cpp).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -25,8 +26,16 @@ enum class MethodKind {
   feature_map,  // the linear baselines (attention/feature_method.h)
 };
 
-// What calibration fits (calib/calibrators.h).
-enum class FitScope { none, per_head, per_layer };
+// What calibration fits (calib/calibrators.cpp builds one calibrator per value; a switch
+// over this enum, so a new value without a calibrator does not compile quietly).
+enum class Fit {
+  none,                    // nothing: the method is used as built (softmax, performer)
+  grouped_kernel,          // L per query head over the outlier groups (oal)
+  global_kernel,           // L per query head with one group (global)
+  taylorshift_tau,         // a temperature per query head
+  dijiang_theta,           // DCT feature weights per query head
+  spectraformer_fastfood,  // one FastFood projection per layer
+};
 
 // Size of a method's per-token feature vectors, for memory estimates: `dim` values of
 // `element_bytes` each (0 for softmax, which has no feature map).
@@ -38,7 +47,7 @@ struct MethodSpec {
   const char* name;     // stable: CLI, run directories, reports
   const char* summary;  // one line for --help and docs
   MethodKind kind;
-  FitScope fit;
+  Fit fit;
   bool needs_kernels;   // can only be built from fitted kernels (oal)
   bool stochastic;      // initial parameters are random draws from the seed (random features)
   // Trainable parameters of one layer (`groups`: OAL groups per head, 1 elsewhere).
@@ -47,6 +56,9 @@ struct MethodSpec {
   // One layer with initial parameters, or from `kernels` (oal, global) when given.
   std::shared_ptr<AttentionMethod> (*make)(const MethodShape& shape, uint64_t seed,
                                            const ModelKernels* kernels);
+  // The method whose fitted parameters initialise this one's fit (oal starts from the
+  // fitted global kernel), fitted first when not requested itself; nullptr: none.
+  const char* starts_from = nullptr;
 };
 
 // Every method, in table order: softmax, oal, global, taylorshift, performer, dijiang,
@@ -60,6 +72,8 @@ std::vector<std::string> method_names(MethodKind kind);
 std::string method_list(std::string_view sep = ", ");
 // Throws oal::Error(op) for the first name that is not a method.
 void check_method_names(const std::vector<std::string>& names, std::string_view op);
+// The exact method every linearisation is measured against (softmax).
+const MethodSpec& reference_method();
 
 // method_spec(name).make(...) after checking the shape (oal::Error("make_method")).
 // "oal" without kernels is an error; "global" without kernels is Taylor 1 + s + s²/2.

@@ -108,10 +108,12 @@ void run_stage(const std::vector<MethodRun*>& runs, dist::World& world,
 
 std::vector<std::string> calibration_order(const std::vector<std::string>& requested) {
   std::vector<std::string> order;
-  for (const auto& m : requested) {
-    if (m == "oal" && std::find(requested.begin(), requested.end(), "global") == requested.end())
-      order.push_back("global");
+  const auto add = [&](const std::string& m) {
     if (std::find(order.begin(), order.end(), m) == order.end()) order.push_back(m);
+  };
+  for (const auto& m : requested) {
+    if (const char* first = attn::method_spec(m).starts_from) add(first);
+    add(m);
   }
   return order;
 }
@@ -123,7 +125,9 @@ CalibrationResult calibrate(const std::vector<LayerFitInput>& inputs,
   const auto wanted = [&](const std::string& m) {
     return std::find(options.methods.begin(), options.methods.end(), m) != options.methods.end();
   };
-  check(!wanted("oal") || groups, k_op, "method 'oal' needs a groups file");
+  for (const auto& m : options.methods)
+    check(attn::method_spec(m).fit != attn::Fit::grouped_kernel || groups, k_op,
+          "method '{}' needs a groups file", m);
   for (const auto& in : inputs)
     if (groups)
       check(int64_t(groups->layer(in.layer).size()) == in.data.q_train.size(1), k_op,
@@ -141,20 +145,22 @@ CalibrationResult calibrate(const std::vector<LayerFitInput>& inputs,
   // global kernel read it when they run, after the first stage.
   for (auto& r : runs)
     for (const auto& c : r.contexts) r.tasks.push_back(r.calibrator->tasks(c));
+  // Methods that start from another's fit (registry starts_from) run in the second stage.
   std::vector<MethodRun*> first, second;
-  MethodRun* global = nullptr;
-  for (auto& r : runs) {
-    (r.calibrator->needs_global() ? second : first).push_back(&r);
-    if (r.name == "global") global = &r;
-  }
+  for (auto& r : runs) (attn::method_spec(r.name).starts_from ? second : first).push_back(&r);
   const std::shared_ptr<dist::World> world_ptr = options.world ? options.world : dist::single_process();
   dist::World& world = *world_ptr;
   int64_t total = 0, done = 0;  // this rank's fits
   for (const auto* stage : {&first, &second})
     for (int o : stage_owners(stage_tasks(*stage), world.size())) total += o == world.rank();
   run_stage(first, world, options.progress, done, total);
-  for (auto* r : second)
-    for (size_t li = 0; li < r->contexts.size(); ++li) r->contexts[li].global = &global->fits[li].kernels;
+  for (auto* r : second) {
+    const std::string from = attn::method_spec(r->name).starts_from;
+    const auto base =
+        std::find_if(runs.begin(), runs.end(), [&](const MethodRun& b) { return b.name == from; });
+    for (size_t li = 0; li < r->contexts.size(); ++li)
+      r->contexts[li].global = &base->fits[li].kernels;
+  }
   run_stage(second, world, options.progress, done, total);
 
   CalibrationResult res;

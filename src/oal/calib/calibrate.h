@@ -61,8 +61,9 @@ struct CalibrationResult {
 };
 
 // The methods calibrate() fits, in the order it runs and reports them: the requested
-// ones, with the learned global kernel added before OAL when OAL is requested without
-// it (OAL starts from the fitted global kernel).
+// ones, each preceded by the method it starts from (the registry's starts_from: the
+// learned global kernel before OAL) when that was not requested before it. Throws
+// oal::Error("method") naming an unknown method.
 std::vector<std::string> calibration_order(const std::vector<std::string>& requested);
 
 // `groups`: per layer, one kernel per query head whose groups define OAL's partition

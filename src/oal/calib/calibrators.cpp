@@ -49,19 +49,21 @@ class FixedCalibrator : public MethodCalibrator {
 // validation MSE kept (calibrate.h says which three).
 class QuadraticCalibrator : public MethodCalibrator {
  public:
-  explicit QuadraticCalibrator(bool grouped) : grouped_(grouped) {}
-  bool needs_global() const override { return grouped_; }
+  // `method`: the registry name reports carry; `grouped`: OAL's groups (else one group).
+  QuadraticCalibrator(std::string method, bool grouped)
+      : method_(std::move(method)), grouped_(grouped) {}
 
   std::vector<FitTask> tasks(const LayerContext& c) const override {
     std::vector<FitTask> out;
     const int64_t L = c.input->layer;
     for (int64_t h = 0; h < q_heads(c); ++h)
       for (int i = 0; i < 3; ++i)
-        out.push_back({method(), names(grouped_)[i], L, h, [&c, h, i, g = grouped_] {
-          const QuadraticProblem qp = quadratic_problem(init(g, c, h, i));
-          const uint64_t s = attn::derive_seed(seed(c), {c.input->layer, h, i, g ? 0x0b : 0x61});
-          return fit(qp.problem, head_data(c.input->data, h), c.options->fit, s);
-        }});
+        out.push_back({method_, names(grouped_)[i], L, h, [&c, h, i, g = grouped_] {
+                         const QuadraticProblem qp = quadratic_problem(init(g, c, h, i));
+                         const uint64_t s =
+                             attn::derive_seed(seed(c), {c.input->layer, h, i, g ? 0x0b : 0x61});
+                         return fit(qp.problem, head_data(c.input->data, h), c.options->fit, s);
+                       }});
     return out;
   }
 
@@ -81,7 +83,6 @@ class QuadraticCalibrator : public MethodCalibrator {
   }
 
  private:
-  std::string method() const { return grouped_ ? "oal" : "global"; }
   static const char* const* names(bool grouped) {
     static const char* const global[3] = {"taylor", "perturbed-1", "perturbed-2"};
     static const char* const oal[3] = {"global-embedded", "taylor", "global-perturbed"};
@@ -104,6 +105,7 @@ class QuadraticCalibrator : public MethodCalibrator {
     return i == 0 ? k : k.perturbed(sigma, attn::derive_seed(seed(c), {L, h, i, 0x0a}));
   }
 
+  std::string method_;
   bool grouped_;
 };
 
@@ -198,14 +200,21 @@ class SpectraFormerCalibrator : public MethodCalibrator {
 
 std::unique_ptr<MethodCalibrator> make_calibrator(const std::string& method) {
   attn::check_method_names({method}, "calibrate");
-  if (method == "oal" || method == "global")
-    return std::make_unique<QuadraticCalibrator>(method == "oal");
-  if (method == "taylorshift") return std::make_unique<TaylorShiftCalibrator>();
-  if (method == "dijiang") return std::make_unique<DiJiangCalibrator>();
-  if (method == "spectraformer") return std::make_unique<SpectraFormerCalibrator>();
-  check(attn::method_spec(method).fit == attn::FitScope::none, "calibrate",
-        "method '{}' is registered as fitted but has no calibrator", method);
-  return std::make_unique<FixedCalibrator>(method);
+  switch (attn::method_spec(method).fit) {  // what the registry says the method fits
+    case attn::Fit::grouped_kernel:
+      return std::make_unique<QuadraticCalibrator>(method, true);
+    case attn::Fit::global_kernel:
+      return std::make_unique<QuadraticCalibrator>(method, false);
+    case attn::Fit::taylorshift_tau:
+      return std::make_unique<TaylorShiftCalibrator>();
+    case attn::Fit::dijiang_theta:
+      return std::make_unique<DiJiangCalibrator>();
+    case attn::Fit::spectraformer_fastfood:
+      return std::make_unique<SpectraFormerCalibrator>();
+    case attn::Fit::none:
+      return std::make_unique<FixedCalibrator>(method);
+  }
+  fail("calibrate", "method '{}' has an unknown fit kind", method);
 }
 
 }  // namespace oal::calib

@@ -36,7 +36,8 @@ struct FitReport {
 };
 
 // What a calibrator sees of one layer. `global` is filled before the tasks of a method
-// that builds on the learned global kernel (OAL's embedded initialisations) run.
+// that starts from another's fit (the registry's starts_from: OAL's initialisations
+// embed the learned global kernel) run.
 struct LayerContext {
   const LayerFitInput* input = nullptr;
   const CalibrationOptions* options = nullptr;
@@ -63,8 +64,6 @@ struct LayerFit {
 class MethodCalibrator {
  public:
   virtual ~MethodCalibrator() = default;
-  // True when the tasks need ctx.global (run after the global kernel's tasks finish).
-  virtual bool needs_global() const { return false; }
   // The layer's independent fits (none for methods with nothing to fit). The tasks refer
   // to `ctx`, which must outlive them; they read it (ctx.global) only when run.
   virtual std::vector<FitTask> tasks(const LayerContext& ctx) const = 0;

@@ -21,6 +21,7 @@ FidelityResult evaluate_run(const model::Transformer& model, const std::vector<i
       if (methods[0].methods.count(name)) order.push_back(name);
   calib::SplitBlocks blocks = calib::split_blocks(stream, ctx, split);
   auto caps = calib::capture_qkv(model, blocks.eval, layers, capture_progress);
+  const std::string reference = attn::reference_method().name;  // always scored, first
   std::vector<FidelityLayer> in;
   for (int64_t l : layers) {
     auto it = std::find_if(methods.begin(), methods.end(),
@@ -28,12 +29,12 @@ FidelityResult evaluate_run(const model::Transformer& model, const std::vector<i
     check(it != methods.end(), "fidelity", "layer {} was not calibrated in this run", l);
     const auto& c = caps.at(l);
     FidelityLayer fl{l, c.q, c.k, c.v, c.wo, it->methods};
-    if (!fl.methods.count("softmax"))
-      fl.methods["softmax"] = attn::make_method("softmax", {l, 1, 1, 1}, 0, nullptr);
+    if (!fl.methods.count(reference))
+      fl.methods[reference] = attn::make_method(reference, {l, 1, 1, 1}, 0, nullptr);
     in.push_back(std::move(fl));
   }
-  if (std::find(order.begin(), order.end(), "softmax") == order.end())
-    order.insert(order.begin(), "softmax");
+  if (std::find(order.begin(), order.end(), reference) == order.end())
+    order.insert(order.begin(), reference);
   return frozen_fidelity(in, order, progress);
 }
 
