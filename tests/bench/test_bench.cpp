@@ -4,11 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 
-#include "oal/core/error.h"
 #include "oal/bench/bench.h"
+#include "oal/bench/bench_methods.h"
+#include "oal/core/error.h"
 #include "oal/kernels/cpu/oal_plan.h"
 
 namespace oal::bench {
@@ -63,6 +63,10 @@ TEST(Bench, SmallRunReportsEveryCellWithConsistentSizes) {
   EXPECT_EQ(find(r, "taylorshift", "prefill", 64).gflops, 0.0);
   EXPECT_GT(r.gemm_gflops_fp32, 0.0);
   EXPECT_GT(r.gemm_gflops_kernels, 0.0);
+  // The own-shape GEMM fraction likewise (a positive share of a measured time).
+  EXPECT_GT(find(r, "oal", "prefill", 64).own_gemm_fraction, 0.0);
+  EXPECT_GT(find(r, "softmax-flash", "prefill", 64).own_gemm_fraction, 0.0);
+  EXPECT_EQ(find(r, "taylorshift", "prefill", 64).own_gemm_fraction, 0.0);
 
   const auto j = nlohmann::json::parse(bench_json(r));
   ASSERT_EQ(j.at("rows").size(), 12u);
@@ -89,6 +93,25 @@ TEST(Bench, SmallRunReportsEveryCellWithConsistentSizes) {
   EXPECT_EQ(data_lines, 13);
   EXPECT_NE(bench_svg(r).find("<svg"), std::string::npos);
   EXPECT_NE(bench_markdown(r).find("| oal | fp32 | 64 |"), std::string::npos);
+}
+
+TEST(Bench, GemmSplitsAddUpToTheFlopModels) {
+  // The own-shape reference divides each method's FLOP model among the GEMM shapes its
+  // kernel issues; the parts must add up to the whole, at lengths below, at and past a
+  // chunk / block, or the fraction would be against the wrong work.
+  BenchShape s = small_config().shape;
+  for (const char* name : {"softmax-flash", "oal", "global"}) {
+    const BenchMethod m = make_bench_method(name, s);
+    ASSERT_TRUE(m.prefill_gemms) << name;
+    for (int64_t n : {1, 15, 16, 17, 100, 1000}) {
+      double sum = 0;
+      for (const GemmWork& w : m.prefill_gemms(n)) {
+        EXPECT_GT(w.shape.m * w.shape.n * w.shape.k, 0) << name << " " << n;
+        sum += w.flops;
+      }
+      EXPECT_NEAR(sum, m.prefill_flops(n), 1e-9 * m.prefill_flops(n)) << name << " N " << n;
+    }
+  }
 }
 
 TEST(Bench, BadConfigurationsAreErrors) {

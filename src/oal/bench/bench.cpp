@@ -8,9 +8,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 
-#include "oal/core/error.h"
 #include "oal/bench/bench_measure.h"
+#include "oal/core/error.h"
 #include "oal/kernels/cpu/isa.h"
 #include "oal/kernels/cpu/oal_plan.h"
 
@@ -76,8 +77,28 @@ BenchRow skipped_row(const BenchMethod& m, const char* mode, at::ScalarType dt, 
   return r;
 }
 
+// parallel_shape_rate of each GEMM shape the timed methods issue, measured once per run.
+class ShapeRates {
+ public:
+  double of(const GemmShape& s) {
+    auto it = rates_.find(s);
+    if (it == rates_.end()) it = rates_.emplace(s, parallel_shape_rate(s)).first;
+    return it->second;
+  }
+
+ private:
+  std::map<GemmShape, double> rates_;
+};
+
+// Milliseconds the GEMMs of `work` would take at their shapes' parallel rates.
+double ideal_gemm_ms(const std::vector<GemmWork>& work, ShapeRates& rates) {
+  double ms = 0;
+  for (const GemmWork& w : work) ms += w.flops / (rates.of(w.shape) * 1e9) * 1e3;
+  return ms;
+}
+
 BenchRow time_prefill(BenchMethod& m, const Inputs& in, at::ScalarType dt, int64_t n,
-                      const BenchConfig& cfg, double gemm, bool& reset_ok) {
+                      const BenchConfig& cfg, double gemm, ShapeRates* rates, bool& reset_ok) {
   BenchRow row;
   row.method = m.name;
   row.mode = "prefill";
@@ -99,6 +120,8 @@ BenchRow time_prefill(BenchMethod& m, const Inputs& in, at::ScalarType dt, int64
   row.note = *m.notice;
   finish_rates(row, m.prefill_flops ? m.prefill_flops(n) : 0, static_cast<double>(in.q.size(0) * n),
                gemm);
+  if (rates && m.prefill_gemms && row.ms_median > 0)
+    row.own_gemm_fraction = ideal_gemm_ms(m.prefill_gemms(n), *rates) / row.ms_median;
   if (m.state_bytes) row.state_bytes = m.state_bytes(n, dt);
   return row;
 }
@@ -192,6 +215,8 @@ BenchReport run_bench(const BenchConfig& cfg, const ProgressFn& progress) {
     rep.gemm_backends = gemm_backend_rates();
   }
   const double gemm_ref = std::max(rep.gemm_gflops_fp32, rep.gemm_gflops_kernels);
+  ShapeRates shape_rates;  // measured on first use, only when GEMM rates are measured
+  ShapeRates* rates = cfg.measure_gemm ? &shape_rates : nullptr;
   const int64_t modes = (cfg.prefill ? 1 : 0) + (cfg.decode ? 1 : 0);
   const int64_t total = modes * static_cast<int64_t>(cfg.dtypes.size() * cfg.lengths.size() *
                                                      methods.size());
@@ -223,7 +248,7 @@ BenchReport run_bench(const BenchConfig& cfg, const ProgressFn& progress) {
                                          predicted / 1e3 / (cfg.warmup + cfg.repeats),
                                          cfg.max_call_seconds)));
           } else {
-            BenchRow r = time_prefill(m, in, dt, n, cfg, gemm_ref, rep.memory_reset_ok);
+            BenchRow r = time_prefill(m, in, dt, n, cfg, gemm_ref, rates, rep.memory_reset_ok);
             trend[mi] = {n, r.ms_median};
             tick(r);
           }

@@ -54,6 +54,10 @@ struct BenchRow {
   double tokens_per_s = 0;
   double gflops = 0;                // 0 when the method has no FLOP model
   double gemm_fraction = 0;         // gflops / max(at::mm fp32, gemm_f32) rate
+  // Prefill: the time the method's GEMMs would take at their own shapes' parallel rates
+  // (bench_measure.h parallel_shape_rate, measured in the same run) / the measured time;
+  // 0 when the method has no GEMM model or GEMM rates were not measured.
+  double own_gemm_fraction = 0;
   int64_t peak_rss_bytes = 0, peak_extra_bytes = 0;
   int64_t state_bytes = 0;
 };

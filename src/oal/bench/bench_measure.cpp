@@ -1,5 +1,6 @@
 #include "oal/bench/bench_measure.h"
 
+#include <ATen/Parallel.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -138,6 +139,32 @@ std::vector<GemmShapeRate> gemm_backend_rates() {
     out.push_back(r);
   }
   return out;
+}
+
+double parallel_shape_rate(const GemmShape& sh) {
+  namespace kc = kernels::cpu;
+  ScopedSingleThreadBlas one_thread;  // as inside the kernels' work items
+  const int64_t workers = at::get_num_threads();
+  const double flops = 2.0 * static_cast<double>(sh.m * sh.n * sh.k);
+  // About 20 ms of work per worker per timed call at ~50 GFLOP/s, at least 4 products.
+  const int64_t reps = std::max<int64_t>(4, static_cast<int64_t>(1e9 / flops));
+  std::vector<at::Tensor> a, b, c;
+  for (int64_t w = 0; w < workers; ++w) {
+    a.push_back(at::randn({sh.m * sh.k}));
+    b.push_back(at::randn({sh.k * sh.n}));
+    c.push_back(at::zeros({sh.m * sh.n}));
+  }
+  const int64_t a_rs = sh.trans_a ? 1 : sh.k, a_cs = sh.trans_a ? sh.m : 1;
+  return rate_of(
+      [&] {
+        at::parallel_for(0, workers, 1, [&](int64_t begin, int64_t end) {  // one per thread
+          for (int64_t w = begin; w < end; ++w)
+            for (int64_t r = 0; r < reps; ++r)
+              kc::gemm_f32(sh.m, sh.n, sh.k, a[w].data_ptr<float>(), a_rs, a_cs,
+                           b[w].data_ptr<float>(), sh.n, c[w].data_ptr<float>(), sh.n, r > 0);
+        });
+      },
+      flops * static_cast<double>(workers * reps));
 }
 
 std::string dtype_name(at::ScalarType t) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace oal::bench {
@@ -57,6 +58,26 @@ struct GemmShapeRate {
 };
 // Flash tile 64x64x64, OAL readout 448x64x2145, OAL update 2145x64x64 (Aᵀ) and 1024³.
 std::vector<GemmShapeRate> gemm_backend_rates();
+
+// A GEMM shape the attention kernels issue inside their work items: C [m, n] (+)=
+// A [m, k] B [k, n], A read transposed when trans_a.
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false;
+  bool operator<(const GemmShape& o) const {
+    return std::tie(m, n, k, trans_a) < std::tie(o.m, o.n, o.k, o.trans_a);
+  }
+};
+// The FLOPs a prefill spends in GEMMs of one shape (its FLOP model, split by shape).
+struct GemmWork {
+  GemmShape shape;
+  double flops = 0;
+};
+// The fp32 rate of one shape as the attention kernels run it, GFLOP/s: each of ATen's
+// threads repeats the product through gemm_f32 (the backend gemm_choice picks, one BLAS
+// thread each) on its own operands, as the kernels' work items do; the rate is the sum
+// over threads. This is the ceiling a kernel made of these GEMMs could reach.
+double parallel_shape_rate(const GemmShape& shape);
 
 // "bf16", "fp32", else ATen's name.
 std::string dtype_name(at::ScalarType t);

@@ -1,22 +1,21 @@
 #include "oal/bench/bench_methods.h"
 
 #include <ATen/core/grad_mode.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 
-#include <fmt/ranges.h>
-
 #include "oal/attention/kernel_blocker.h"
 #include "oal/attention/oal_method.h"
 #include "oal/attention/quadratic.h"
-#include "oal/attention/softmax_method.h"
 #include "oal/attention/registry.h"
-#include "oal/core/error.h"
+#include "oal/attention/softmax_method.h"
 #include "oal/bench/bench.h"
-
+#include "oal/core/error.h"
+#include "oal/kernels/cpu/flash_softmax.h"
 #include "oal/kernels/cpu/oal_prefill.h"
 
 namespace oal::bench {
@@ -96,8 +95,25 @@ BenchMethod softmax_common(const BenchShape& s, std::string name) {
   return m;
 }
 
+// The flash kernel's GEMMs (kernels/cpu/flash_softmax.cpp, default blocks): scores
+// rows x keys x D and their product with V, rows x Dv x keys, for every visible
+// query-key pair (the FLOP model's split between D and Dv). rows = a query block, with
+// query heads of a KV group stacked when N is shorter than the block (as the kernel's
+// plan_items does); keys = a key block.
+std::vector<GemmWork> flash_prefill_gemms(const BenchShape& s, int64_t n) {
+  const kc::FlashOptions f;
+  const int64_t group = s.q_heads / s.kv_heads;
+  int64_t heads = std::clamp<int64_t>(f.q_block / n, 1, group);
+  while (group % heads != 0) --heads;
+  const int64_t rows = std::min(f.q_block, n) * heads, keys = std::min(f.k_block, n);
+  const double per_dim = softmax_prefill_flops(s, n) / (2.0 * s.dim + 2.0 * s.value_dim);
+  return {{{rows, keys, s.dim}, 2.0 * s.dim * per_dim},
+          {{rows, s.value_dim, keys}, 2.0 * s.value_dim * per_dim}};
+}
+
 BenchMethod softmax_flash(const BenchShape& s) {
   BenchMethod m = softmax_common(s, "softmax-flash");
+  m.prefill_gemms = [s](int64_t n) { return flash_prefill_gemms(s, n); };
   attach_method(m, std::make_shared<attn::SoftmaxAttention>(), s, true);
   // Decode keeps K and V in fp32 (the kernels' storage) whatever the input dtype.
   m.state_bytes = [s](int64_t n, at::ScalarType) {
@@ -170,6 +186,22 @@ BenchMethod softmax_torch(const BenchShape& s) {
 
 // ---- oal / global on the CPU kernels ---------------------------------------------------
 
+// The OAL prefill kernel's GEMMs (kernels/cpu/oal_prefill.cpp), with the FLOPs
+// oal_prefill_flops counts for each (the denominator channel with its GEMM): the readout
+// (a KV group's query heads x chunk rows against the state, K = Df), the state update
+// (features transposed x values, K = chunk) and the intra-chunk scores and products
+// (counted at full head dim; the kernel splits the scores by group).
+std::vector<GemmWork> oal_prefill_gemms(const BenchShape& s, int64_t n) {
+  const int64_t C = std::min(s.chunk, n), df = kc::oal_feature_dim(s.dim);
+  const double T = static_cast<double>(n), dv1 = s.value_dim + 1.0;
+  double pairs = 0;  // intra-chunk (query, key) pairs per head
+  for (int64_t c0 = 0; c0 < n; c0 += s.chunk) pairs += std::pow(std::min(s.chunk, n - c0), 2.0);
+  const double B = static_cast<double>(s.batch);
+  return {{{s.q_heads / s.kv_heads * C, s.value_dim, df}, 2.0 * B * s.q_heads * T * df * dv1},
+          {{df, s.value_dim, C, true}, 2.0 * B * s.kv_heads * T * df * dv1},
+          {{C, C, s.dim}, B * s.q_heads * pairs * 2.0 * s.dim},
+          {{C, s.value_dim, C}, B * s.q_heads * pairs * 2.0 * dv1}};
+}
 
 BenchMethod quadratic_method(const BenchShape& s, std::string name, int64_t groups) {
   BenchMethod m;
@@ -180,6 +212,7 @@ BenchMethod quadratic_method(const BenchShape& s, std::string name, int64_t grou
   attach_method(m, std::make_shared<attn::QuadraticAttention>(bench_kernels(s, groups), options), s,
                 true);
   m.prefill_flops = [s](int64_t n) { return kc::oal_prefill_flops(dims_of(s, n, n), s.chunk); };
+  m.prefill_gemms = [s](int64_t n) { return oal_prefill_gemms(s, n); };
   m.decode_flops = [s](int64_t) { return oal_decode_flops(s); };
   m.state_bytes = [s](int64_t, at::ScalarType) {
     return s.batch * s.kv_heads * kc::oal_feature_dim(s.dim) * (s.value_dim + 1) *

@@ -15,6 +15,7 @@
 
 #include "oal/attention/method.h"
 #include "oal/attention/quadratic.h"
+#include "oal/bench/bench_measure.h"
 
 namespace oal::bench {
 
@@ -48,6 +49,8 @@ struct BenchMethod {
   // FLOP models (0 = unknown): whole prefill of N tokens; one decode step at context N.
   std::function<double(int64_t n)> prefill_flops;
   std::function<double(int64_t n)> decode_flops;
+  // prefill_flops split by the GEMM shape the kernel spends them in (empty = no model).
+  std::function<std::vector<GemmWork>(int64_t n)> prefill_gemms;
   // Logical state after N tokens (KV cache or recurrent state), bytes.
   std::function<int64_t(int64_t n, at::ScalarType dtype)> state_bytes;
   // Estimated transient bytes of a prefill of N tokens (empty/0 = small); the runner

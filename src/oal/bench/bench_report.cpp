@@ -16,6 +16,9 @@ namespace {
 std::string num(double v, int digits) {
   return v > 0 ? fmt::format("{:.{}f}", v, digits) : "-";
 }
+std::string percent(double f) {
+  return f > 0 ? fmt::format("{:.0f}%", 100 * f) : "-";
+}
 std::string mb(int64_t b) { return b > 0 ? fmt::format("{:.1f}", b / 1048576.0) : "-"; }
 
 std::string header_lines(const BenchReport& r, const char* prefix) {
@@ -30,9 +33,11 @@ std::string header_lines(const BenchReport& r, const char* prefix) {
       "decode steps {}\n",
       prefix, s.batch, s.q_heads, s.kv_heads, s.dim, s.value_dim, s.chunk, s.oal_groups,
       r.config.warmup, r.config.repeats, r.config.decode_steps);
-  out += fmt::format("{}GEMM 1024^3: at::mm fp32 {:.1f} GFLOP/s, bf16 {:.1f} GFLOP/s; oal gemm_f32 "
-                     "{:.1f} GFLOP/s (%GEMM = GFLOP/s / the higher fp32 rate)\n",
-                     prefix, r.gemm_gflops_fp32, r.gemm_gflops_bf16, r.gemm_gflops_kernels);
+  out += fmt::format(
+      "{}GEMM 1024^3: at::mm fp32 {:.1f} GFLOP/s, bf16 {:.1f} GFLOP/s; oal gemm_f32 "
+      "{:.1f} GFLOP/s (%GEMM = GFLOP/s / the higher fp32 rate; own shapes = time the method's "
+      "GEMMs take at their own shapes' rate on all threads / measured time)\n",
+      prefix, r.gemm_gflops_fp32, r.gemm_gflops_bf16, r.gemm_gflops_kernels);
   out += fmt::format("{}peak memory: process RSS high-water mark during one call{}; extra = "
                      "above RSS before the call\n",
                      prefix, r.memory_reset_ok ? " (VmHWM reset per call)"
@@ -56,21 +61,22 @@ std::string bench_markdown(const BenchReport& r) {
     if (!any) continue;
     out += fmt::format("\n### {}{}\n\n", mode,
                        std::string(mode) == "decode" ? " (per token, context N)" : "");
-    out += "| method | dtype | N | median ms | min–max ms | tokens/s | GFLOP/s | % GEMM | peak RSS MB | extra MB | state MB | note |\n";
-    out += "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    out +=
+        "| method | dtype | N | median ms | min–max ms | tokens/s | GFLOP/s | % GEMM | % GEMM own "
+        "shapes | peak RSS MB | extra MB | state MB | note |\n";
+    out += "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     for (const auto& row : r.rows) {
       if (row.mode != mode) continue;
       if (row.skipped) {
-        out += fmt::format("| {} | {} | {} | - | - | - | - | - | - | - | - | skipped: {} |\n",
+        out += fmt::format("| {} | {} | {} | - | - | - | - | - | - | - | - | - | skipped: {} |\n",
                            row.method, row.dtype, row.n, row.note);
         continue;
       }
-      out += fmt::format("| {} | {} | {} | {:.3f} | {:.3f}–{:.3f} | {:.0f} | {} | {} | {} | {} | {} | {} |\n",
-                         row.method, row.dtype, row.n, row.ms_median, row.ms_min, row.ms_max,
-                         row.tokens_per_s, num(row.gflops, 1),
-                         row.gemm_fraction > 0 ? fmt::format("{:.0f}%", 100 * row.gemm_fraction) : "-",
-                         mb(row.peak_rss_bytes), mb(row.peak_extra_bytes), mb(row.state_bytes),
-                         row.note);
+      out += fmt::format(
+          "| {} | {} | {} | {:.3f} | {:.3f}–{:.3f} | {:.0f} | {} | {} | {} | {} | {} | {} | {} |\n",
+          row.method, row.dtype, row.n, row.ms_median, row.ms_min, row.ms_max, row.tokens_per_s,
+          num(row.gflops, 1), percent(row.gemm_fraction), percent(row.own_gemm_fraction),
+          mb(row.peak_rss_bytes), mb(row.peak_extra_bytes), mb(row.state_bytes), row.note);
     }
   }
   return out;
@@ -78,16 +84,17 @@ std::string bench_markdown(const BenchReport& r) {
 
 std::string bench_csv(const BenchReport& r) {
   std::string out = header_lines(r, "# ");
-  out += "method,mode,dtype,n,skipped,samples,ms_median,ms_min,ms_max,tokens_per_s,gflops,"
-         "gemm_fraction,peak_rss_bytes,peak_extra_bytes,state_bytes,note\n";
+  out +=
+      "method,mode,dtype,n,skipped,samples,ms_median,ms_min,ms_max,tokens_per_s,gflops,"
+      "gemm_fraction,own_gemm_fraction,peak_rss_bytes,peak_extra_bytes,state_bytes,note\n";
   for (const auto& row : r.rows) {
     std::string note = row.note;
     std::replace(note.begin(), note.end(), '"', '\'');
-    out += fmt::format("{},{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.2f},{:.3f},{:.4f},{},{},{},\"{}\"\n",
-                       row.method, row.mode, row.dtype, row.n, row.skipped ? 1 : 0, row.samples,
-                       row.ms_median, row.ms_min, row.ms_max, row.tokens_per_s, row.gflops,
-                       row.gemm_fraction, row.peak_rss_bytes, row.peak_extra_bytes,
-                       row.state_bytes, note);
+    out += fmt::format(
+        "{},{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.2f},{:.3f},{:.4f},{:.4f},{},{},{},\"{}\"\n",
+        row.method, row.mode, row.dtype, row.n, row.skipped ? 1 : 0, row.samples, row.ms_median,
+        row.ms_min, row.ms_max, row.tokens_per_s, row.gflops, row.gemm_fraction,
+        row.own_gemm_fraction, row.peak_rss_bytes, row.peak_extra_bytes, row.state_bytes, note);
   }
   return out;
 }
@@ -125,6 +132,7 @@ std::string bench_json(const BenchReport& r) {
       x["tokens_per_s"] = row.tokens_per_s;
       x["gflops"] = row.gflops > 0 ? nlohmann::json(row.gflops) : nlohmann::json(nullptr);
       x["gemm_fraction"] = row.gemm_fraction;
+      x["own_gemm_fraction"] = row.own_gemm_fraction;
       x["peak_rss_bytes"] = row.peak_rss_bytes;
       x["peak_extra_bytes"] = row.peak_extra_bytes;
       x["state_bytes"] = row.state_bytes;
