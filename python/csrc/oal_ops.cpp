@@ -32,6 +32,7 @@
 
 #include "layer_kernels_arg.h"
 #include "oal/attention/hd.h"
+#include "oal/attention/hd_reference.h"
 #include "oal/attention/kernel_blocker.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "oal/attention/hd.h"
+#include "oal/attention/hd_reference.h"
 #include "oal/attention/oal_method.h"
 #include "oal/attention/quadratic.h"
 #include "test_util.h"

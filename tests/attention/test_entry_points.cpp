@@ -8,6 +8,7 @@
 #include <c10/core/GradMode.h>
 
 #include "oal/attention/hd.h"
+#include "oal/attention/hd_reference.h"
 #include "oal/attention/kernel_blocker.h"
 #include "oal/attention/oal_method.h"
 #include "oal/attention/softmax.h"

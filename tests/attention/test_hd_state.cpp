@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "oal/attention/hd.h"
+#include "oal/attention/hd_reference.h"
 #include "oal/attention/oal_method.h"
 #include "test_util.h"
 

@@ -4,6 +4,7 @@
 #include <c10/core/GradMode.h>
 
 #include "oal/attention/hd.h"
+#include "oal/attention/hd_reference.h"
 #include "oal/attention/oal_method.h"
 #include "test_util.h"
 

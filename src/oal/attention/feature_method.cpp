@@ -24,7 +24,7 @@ at::ScalarType FeatureMapMethod::feature_dtype(at::ScalarType input) const {
 
 void FeatureMapMethod::check_inputs(std::string_view op, const at::Tensor& q,
                                     const at::Tensor& k, const at::Tensor& v) const {
-  QkvShape s = check_qkv(op, q, k, v, false);
+  AttentionDims s = check_qkv(op, q, k, v, false);
   check(s.q_heads == q_heads_ && s.kv_heads == kv_heads_ && s.dim == head_dim_, op,
         "{} was built for {} query heads, {} KV heads, head dim {}; got q {}, k {}", name(),
         q_heads_, kv_heads_, head_dim_, shape_str(q), shape_str(k));
@@ -102,7 +102,7 @@ FeatureDecodeState::FeatureDecodeState(const FeatureMapMethod& method, int64_t b
 at::Tensor FeatureDecodeState::extend(const at::Tensor& q, const at::Tensor& k,
                                       const at::Tensor& v) {
   const std::string op = method_.name() + " decode";
-  QkvShape s = check_qkv(op, q, k, v, false);
+  AttentionDims s = check_qkv(op, q, k, v, false);
   check(s.batch == batch_ && s.q_heads == method_.q_heads() &&
             s.kv_heads == method_.kv_heads() && s.dim == method_.head_dim(),
         op, "state for batch {}, {} query / {} KV heads, head dim {}; got q {}, k {}", batch_,

@@ -23,10 +23,10 @@ namespace {
 namespace kc = oal::kernels::cpu;
 
 // Every check of an extend call (inputs, kernels, state against the inputs).
-QkvShape check_extend(std::string_view op, const at::Tensor& q, const at::Tensor& k,
-                      const at::Tensor& v, const LayerKernels& lk, const HdState& state,
-                      const HdOptions& options) {
-  QkvShape s = check_hd_inputs(op, q, k, v, lk, /*longer_keys=*/false);
+AttentionDims check_extend(std::string_view op, const at::Tensor& q, const at::Tensor& k,
+                           const at::Tensor& v, const LayerKernels& lk, const HdState& state,
+                           const HdOptions& options) {
+  AttentionDims s = check_hd_inputs(op, q, k, v, lk, /*longer_keys=*/false);
   check(options.chunk >= 1, op, "chunk must be >= 1, got {}", options.chunk);
   auto ct = compute_dtype(q.scalar_type());
   check_dim(state.S, 4, op, "state S [B, Hkv, Df, Dv+1]");
@@ -44,7 +44,7 @@ QkvShape check_extend(std::string_view op, const at::Tensor& q, const at::Tensor
 // A single token with a workspace runs the fused decode step, anything else the chunked
 // prefill kernel (without its readout when `readout` is false: an undefined tensor is
 // returned). y [B, Hq, T, Dv] in q's dtype.
-at::Tensor extend_kernel(const QkvShape& s, const at::Tensor& q, const at::Tensor& k,
+at::Tensor extend_kernel(const AttentionDims& s, const at::Tensor& q, const at::Tensor& k,
                          const at::Tensor& v, const kc::OalPlan& plan, HdState& state,
                          int64_t chunk, kc::OalDecodeWorkspace* ws, bool readout) {
   if (!state.S.is_contiguous()) state.S = state.S.contiguous();
@@ -59,16 +59,15 @@ at::Tensor extend_kernel(const QkvShape& s, const at::Tensor& q, const at::Tenso
   } else {
     kc::OalPrefillOptions o;
     o.chunk = chunk;
-    kc::oal_prefill_f32(kernel_dims(s), plan, qf.data_ptr<float>(), kf.data_ptr<float>(),
-                        vf.data_ptr<float>(), readout ? y.data_ptr<float>() : nullptr,
-                        state.S.data_ptr<float>(), o);
+    kc::oal_prefill_f32(s, plan, qf.data_ptr<float>(), kf.data_ptr<float>(), vf.data_ptr<float>(),
+                        readout ? y.data_ptr<float>() : nullptr, state.S.data_ptr<float>(), o);
   }
   state.tokens += s.q_len;
   return readout ? y.to(q.scalar_type()) : y;
 }
 
 // The differentiable ATen evaluation (intra-chunk factored weights + state readout).
-at::Tensor extend_aten(std::string_view op, const QkvShape& s, const at::Tensor& q,
+at::Tensor extend_aten(std::string_view op, const AttentionDims& s, const at::Tensor& q,
                        const at::Tensor& k, const at::Tensor& v, const LayerKernels& lk,
                        HdState& state, const HdOptions& options) {
   auto ct = compute_dtype(q.scalar_type());
@@ -139,7 +138,7 @@ std::shared_ptr<const kc::OalPlan> plan_for(const LayerKernels& lk, const HdOpti
 at::Tensor hd_extend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const LayerKernels& lk, HdState& state, const HdOptions& options) {
   constexpr std::string_view op = "hd_chunked";
-  QkvShape s = check_extend(op, q, k, v, lk, state, options);
+  AttentionDims s = check_extend(op, q, k, v, lk, state, options);
   if (s.q_len == 0) return at::zeros({s.batch, s.q_heads, 0, s.value_dim}, q.options());
   // Dispatch point: the fp32 CPU kernel whenever it can run, the ATen code otherwise.
   if (hd_kernel_blocker(q, k, v, lk, state, options).empty())
@@ -151,7 +150,7 @@ HdPrefill hd_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                      const LayerKernels& kernels, const HdOptions& options,
                      const HdState* initial) {
   constexpr std::string_view op = "hd_chunked";
-  QkvShape s = check_qkv(op, q, k, v, /*allow_longer_keys=*/false);
+  AttentionDims s = check_qkv(op, q, k, v, /*allow_longer_keys=*/false);
   HdPrefill out;
   if (initial) {
     check(initial->S.defined(), op, "initial state is undefined");
@@ -192,10 +191,10 @@ HdDecodeState::HdDecodeState(LayerKernels kernels, HdState state, HdOptions opti
   if (!options_.plan_cache) options_.plan_cache = std::make_shared<OalPlanCache>();
 }
 
-QkvShape HdDecodeState::check_tokens(const at::Tensor& q, const at::Tensor& k,
-                                     const at::Tensor& v) {
+AttentionDims HdDecodeState::check_tokens(const at::Tensor& q, const at::Tensor& k,
+                                          const at::Tensor& v) {
   constexpr std::string_view op = "hd_decode";
-  const QkvShape s = check_qkv(op, q, k, v, /*allow_longer_keys=*/false);
+  const AttentionDims s = check_qkv(op, q, k, v, /*allow_longer_keys=*/false);
   check(s.batch == batch_, op, "state was made for batch {}, got q {}", batch_, shape_str(q));
   check(kernels_.heads() == s.q_heads && kernels_.group_of.size(1) == s.dim, op,
         "kernels are for Hq = {}, d = {}; q is {}", kernels_.heads(),
@@ -209,8 +208,8 @@ QkvShape HdDecodeState::check_tokens(const at::Tensor& q, const at::Tensor& k,
   return s;
 }
 
-at::Tensor HdDecodeState::run_kernel(const QkvShape& s, const at::Tensor& q, const at::Tensor& k,
-                                     const at::Tensor& v, bool readout) {
+at::Tensor HdDecodeState::run_kernel(const AttentionDims& s, const at::Tensor& q,
+                                     const at::Tensor& k, const at::Tensor& v, bool readout) {
   if (s.q_len == 1 && !ws_)
     ws_ = std::make_unique<kc::OalDecodeWorkspace>(s.batch, s.kv_heads, s.group_size(), s.dim,
                                                    s.value_dim);
@@ -220,14 +219,14 @@ at::Tensor HdDecodeState::run_kernel(const QkvShape& s, const at::Tensor& q, con
 
 at::Tensor HdDecodeState::extend(const at::Tensor& q, const at::Tensor& k,
                                  const at::Tensor& v) {
-  const QkvShape s = check_tokens(q, k, v);
+  const AttentionDims s = check_tokens(q, k, v);
   if (s.q_len > 0 && hd_kernel_blocker(q, k, v, kernels_, *state_, options_).empty())
     return run_kernel(s, q, k, v, /*readout=*/true);
   return hd_extend(q, k, v, kernels_, *state_, options_);
 }
 
 void HdDecodeState::absorb(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  const QkvShape s = check_tokens(q, k, v);
+  const AttentionDims s = check_tokens(q, k, v);
   if (s.q_len > 0 && hd_kernel_blocker(q, k, v, kernels_, *state_, options_).empty())
     run_kernel(s, q, k, v, /*readout=*/false);
   else

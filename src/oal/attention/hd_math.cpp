@@ -61,9 +61,9 @@ at::Tensor phi_q(const at::Tensor& q, const Prepared& p) {
                  -1);
 }
 
-QkvShape check_hd_inputs(std::string_view op, const at::Tensor& q, const at::Tensor& k,
-                         const at::Tensor& v, const LayerKernels& lk, bool longer_keys) {
-  QkvShape s = check_qkv(op, q, k, v, longer_keys);
+AttentionDims check_hd_inputs(std::string_view op, const at::Tensor& q, const at::Tensor& k,
+                              const at::Tensor& v, const LayerKernels& lk, bool longer_keys) {
+  AttentionDims s = check_qkv(op, q, k, v, longer_keys);
   lk.validate(op, s.dim);
   check(lk.heads() == s.q_heads, op, "kernels are for {} query heads, q has {} ({})",
         lk.heads(), s.q_heads, shape_str(q));
@@ -76,7 +76,7 @@ at::Tensor with_ones(const at::Tensor& v) {
 }
 
 // ũ [B, Hkv, G, T, Dv+1] -> y [B, Hq, T, Dv] after the denominator check.
-at::Tensor readout(std::string_view op, const at::Tensor& ut, const QkvShape& s,
+at::Tensor readout(std::string_view op, const at::Tensor& ut, const AttentionDims& s,
                    at::ScalarType out) {
   auto den = ut.select(-1, s.value_dim);
   check_denominator(op, den,
@@ -85,6 +85,5 @@ at::Tensor readout(std::string_view op, const at::Tensor& ut, const QkvShape& s,
   auto y = ut.narrow(-1, 0, s.value_dim) / den.unsqueeze(-1);
   return y.reshape({s.batch, s.q_heads, s.q_len, s.value_dim}).to(out);
 }
-
 
 }  // namespace oal::attn::hd_detail

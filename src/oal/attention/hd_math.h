@@ -28,13 +28,13 @@ at::Tensor phi_k(const at::Tensor& k);
 // phiQ(q) per query head: [B, Hq, T, d] -> [B, Hq, T, Df].
 at::Tensor phi_q(const at::Tensor& q, const Prepared& p);
 // Common checks of an HD evaluation call (inputs + kernels); returns the shape.
-QkvShape check_hd_inputs(std::string_view op, const at::Tensor& q, const at::Tensor& k,
-                         const at::Tensor& v, const LayerKernels& lk, bool longer_keys);
+AttentionDims check_hd_inputs(std::string_view op, const at::Tensor& q, const at::Tensor& k,
+                              const at::Tensor& v, const LayerKernels& lk, bool longer_keys);
 // u = [v ; 1]: [B, Hkv, T, Dv] -> [B, Hkv, T, Dv + 1].
 at::Tensor with_ones(const at::Tensor& v);
 // ũ [B, Hkv, G, T, Dv+1] -> y [B, Hq, T, Dv] after checking every denominator is finite
 // and > 0 (throws oal::Error naming `op` otherwise).
-at::Tensor readout(std::string_view op, const at::Tensor& ut, const QkvShape& s,
+at::Tensor readout(std::string_view op, const at::Tensor& ut, const AttentionDims& s,
                    at::ScalarType out);
 
 }  // namespace oal::attn::hd_detail

@@ -1,4 +1,4 @@
-#include "oal/attention/hd.h"
+#include "oal/attention/hd_reference.h"
 
 #include <cmath>
 #include <vector>
@@ -15,7 +15,7 @@ using namespace hd_detail;  // NOLINT: this module's own internal helpers
 
 at::Tensor hd_pair_weights(const at::Tensor& q, const at::Tensor& k, const LayerKernels& lk) {
   constexpr std::string_view op = "hd_pair_weights";
-  QkvShape s = check_hd_inputs(op, q, k, k, lk, /*longer_keys=*/true);
+  AttentionDims s = check_hd_inputs(op, q, k, k, lk, /*longer_keys=*/true);
   auto ct = compute_dtype(q.scalar_type());
   auto kernels = lk.to_kernels();
   const double inv = 1.0 / std::sqrt(static_cast<double>(s.dim));
@@ -46,7 +46,7 @@ at::Tensor hd_pair_weights(const at::Tensor& q, const at::Tensor& k, const Layer
 at::Tensor hd_pair_weights_expanded(const at::Tensor& q, const at::Tensor& k,
                                     const LayerKernels& lk) {
   constexpr std::string_view op = "hd_pair_weights_expanded";
-  QkvShape s = check_hd_inputs(op, q, k, k, lk, /*longer_keys=*/true);
+  AttentionDims s = check_hd_inputs(op, q, k, k, lk, /*longer_keys=*/true);
   auto ct = compute_dtype(q.scalar_type());
   auto kernels = lk.to_kernels();
   const double d = static_cast<double>(s.dim);
@@ -68,7 +68,7 @@ at::Tensor hd_pair_weights_expanded(const at::Tensor& q, const at::Tensor& k,
 at::Tensor hd_pairwise(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                        const LayerKernels& lk) {
   constexpr std::string_view op = "hd_pairwise";
-  QkvShape s = check_hd_inputs(op, q, k, v, lk, /*longer_keys=*/false);
+  AttentionDims s = check_hd_inputs(op, q, k, v, lk, /*longer_keys=*/false);
   auto ct = compute_dtype(q.scalar_type());
   auto w = hd_pair_weights(q, k, lk);  // [B, Hq, T, T]
   auto future = at::ones({s.q_len, s.k_len}, q.options().dtype(at::kBool)).triu(1);
@@ -81,7 +81,7 @@ at::Tensor hd_pairwise(const at::Tensor& q, const at::Tensor& k, const at::Tenso
 at::Tensor hd_recurrent(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                         const LayerKernels& lk) {
   constexpr std::string_view op = "hd_recurrent";
-  QkvShape s = check_hd_inputs(op, q, k, v, lk, /*longer_keys=*/false);
+  AttentionDims s = check_hd_inputs(op, q, k, v, lk, /*longer_keys=*/false);
   auto ct = compute_dtype(q.scalar_type());
   auto opts = q.options().dtype(ct);
   const int64_t B = s.batch, Hkv = s.kv_heads, G = s.group_size(), d = s.dim;

@@ -1,4 +1,4 @@
-#include "oal/attention/hd.h"
+#include "oal/attention/hd_state.h"
 
 #include <cmath>
 

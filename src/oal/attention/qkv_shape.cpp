@@ -7,8 +7,8 @@
 
 namespace oal::attn {
 
-QkvShape check_qkv(std::string_view op, const at::Tensor& q, const at::Tensor& k,
-                   const at::Tensor& v, bool allow_longer_keys) {
+AttentionDims check_qkv(std::string_view op, const at::Tensor& q, const at::Tensor& k,
+                        const at::Tensor& v, bool allow_longer_keys) {
   check_dim(q, 4, op, "q [B, Hq, T, D]");
   check_dim(k, 4, op, "k [B, Hkv, S, D]");
   check_dim(v, 4, op, "v [B, Hkv, S, Dv]");
@@ -20,7 +20,7 @@ QkvShape check_qkv(std::string_view op, const at::Tensor& q, const at::Tensor& k
         c10::toString(k.scalar_type()), c10::toString(v.scalar_type()));
   check(q.device() == k.device() && q.device() == v.device(), op,
         "q, k, v must be on one device");
-  QkvShape s;
+  AttentionDims s;
   s.batch = q.size(0);
   s.q_heads = q.size(1);
   s.q_len = q.size(2);
@@ -62,18 +62,6 @@ void check_denominator(std::string_view op, const at::Tensor& den, std::string_v
 
 at::ScalarType compute_dtype(at::ScalarType input) {
   return input == at::kDouble ? at::kDouble : at::kFloat;
-}
-
-kernels::cpu::AttentionDims kernel_dims(const QkvShape& s) {
-  kernels::cpu::AttentionDims d;
-  d.batch = s.batch;
-  d.q_heads = s.q_heads;
-  d.kv_heads = s.kv_heads;
-  d.q_len = s.q_len;
-  d.k_len = s.k_len;
-  d.dim = s.dim;
-  d.value_dim = s.value_dim;
-  return d;
 }
 
 }  // namespace oal::attn

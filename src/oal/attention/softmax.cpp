@@ -18,12 +18,12 @@ double resolve_scale(std::string_view op, std::optional<double> scale, int64_t d
 }
 
 // q [B, Hq, T, D] -> [B, Hkv, G, T, D] in the compute dtype (query head h = kv * G + j).
-at::Tensor group_queries(const at::Tensor& q, const QkvShape& s, at::ScalarType ct) {
+at::Tensor group_queries(const at::Tensor& q, const AttentionDims& s, at::ScalarType ct) {
   return q.to(ct).reshape({s.batch, s.kv_heads, s.group_size(), s.q_len, s.dim});
 }
 
 // [B, Hkv, G, T, Dv] -> [B, Hq, T, Dv] in dtype `out`.
-at::Tensor ungroup(const at::Tensor& y, const QkvShape& s, at::ScalarType out) {
+at::Tensor ungroup(const at::Tensor& y, const AttentionDims& s, at::ScalarType out) {
   return y.reshape({s.batch, s.q_heads, s.q_len, s.value_dim}).to(out);
 }
 
@@ -41,7 +41,7 @@ at::Tensor future_mask(int64_t qs, int64_t tq, int64_t ks, int64_t tk, int64_t o
 at::Tensor softmax_attention_naive(const at::Tensor& q, const at::Tensor& k,
                                    const at::Tensor& v, std::optional<double> scale) {
   constexpr std::string_view op = "softmax_attention_naive";
-  QkvShape s = check_qkv(op, q, k, v, /*allow_longer_keys=*/true);
+  AttentionDims s = check_qkv(op, q, k, v, /*allow_longer_keys=*/true);
   double sc = resolve_scale(op, scale, s.dim);
   auto ct = compute_dtype(q.scalar_type());
   auto qg = group_queries(q, s, ct);
@@ -58,7 +58,7 @@ at::Tensor softmax_attention_tiled(const at::Tensor& q, const at::Tensor& k,
                                    const at::Tensor& v, int64_t block,
                                    std::optional<double> scale) {
   constexpr std::string_view op = "softmax_attention_tiled";
-  QkvShape s = check_qkv(op, q, k, v, /*allow_longer_keys=*/true);
+  AttentionDims s = check_qkv(op, q, k, v, /*allow_longer_keys=*/true);
   check(block >= 1, op, "block must be >= 1, got {}", block);
   double sc = resolve_scale(op, scale, s.dim);
   auto ct = compute_dtype(q.scalar_type());
@@ -106,7 +106,7 @@ at::Tensor softmax_attention_flash(const at::Tensor& q, const at::Tensor& k, con
                                    std::optional<double> scale,
                                    const kernels::cpu::FlashOptions& options) {
   constexpr std::string_view op = "softmax_attention_flash";
-  const QkvShape s = check_qkv(op, q, k, v, /*allow_longer_keys=*/true);
+  const AttentionDims s = check_qkv(op, q, k, v, /*allow_longer_keys=*/true);
   const std::string blocker = kernel_blocker(q, k, v);
   check(blocker.empty(), op, "the CPU kernel cannot take these inputs: {}", blocker);
   check(options.q_block >= 1 && options.k_block >= 1, op, "block sizes must be >= 1");
@@ -114,9 +114,9 @@ at::Tensor softmax_attention_flash(const at::Tensor& q, const at::Tensor& k, con
   const at::Tensor vf = v.to(at::kFloat).contiguous();
   at::Tensor y = at::empty({s.batch, s.q_heads, s.q_len, s.value_dim}, qf.options());
   const double sc = scale.value_or(1.0 / std::sqrt(static_cast<double>(s.dim)));
-  kernels::cpu::flash_softmax_f32(kernel_dims(s), qf.data_ptr<float>(), kf.data_ptr<float>(),
-                                  vf.data_ptr<float>(), y.data_ptr<float>(),
-                                  static_cast<float>(sc), options);
+  kernels::cpu::flash_softmax_f32(s, qf.data_ptr<float>(), kf.data_ptr<float>(),
+                                  vf.data_ptr<float>(), y.data_ptr<float>(), static_cast<float>(sc),
+                                  options);
   return y.to(q.scalar_type());
 }
 

@@ -1,5 +1,6 @@
 #pragma once
-// Sizes of one causal attention call as the CPU kernels see it (plain numbers, no ATen).
+// Sizes of one causal attention call (plain numbers, no ATen): what the CPU kernels take
+// and what the attention entry points' check_qkv (attention/qkv_shape.h) returns.
 #include <cstdint>
 
 namespace oal::kernels::cpu {
