@@ -48,6 +48,39 @@ TEST(KvCache, KernelStorageAttendsLikeTheNaiveReference) {
   EXPECT_LT(rel_err(cache.keys(), k), 1e-7) << "Kᵀ storage reads back as K";
 }
 
+TEST(KvCache, F16StorageHalvesTheBytesAndSnapshotsRestoreIntoIt) {
+  SoftmaxAttention method(SoftmaxAttention::k_default_block, std::nullopt, KvCacheType::f16);
+  auto q = f32({1, 4, 30, 16}, 11), k = f32({1, 2, 30, 16}, 12), v = f32({1, 2, 30, 8}, 13);
+  auto state = method.new_state(1);
+  auto& cache = dynamic_cast<SoftmaxKvCache&>(*state);
+  const at::Tensor y = cache.extend(q.narrow(2, 0, 20), k.narrow(2, 0, 20), v.narrow(2, 0, 20));
+  EXPECT_TRUE(cache.kernel_storage());
+  EXPECT_EQ(cache.keys().scalar_type(), at::kHalf);
+  EXPECT_EQ(cache.state_bytes(), 20 * 2 * (16 + 8) * 2) << "2 bytes per cached element";
+  EXPECT_TRUE(at::equal(cache.keys(), k.narrow(2, 0, 20).to(at::kHalf)));
+  // A restored copy continues exactly as the original: same storage, same numbers.
+  auto copy = method.new_state(1);
+  copy->restore(cache.snapshot());
+  EXPECT_TRUE(dynamic_cast<SoftmaxKvCache&>(*copy).kernel_storage());
+  EXPECT_EQ(copy->state_bytes(), cache.state_bytes());
+  const auto rest = [&](DecodeState& s) {
+    return s.extend(q.narrow(2, 20, 10), k.narrow(2, 20, 10), v.narrow(2, 20, 10));
+  };
+  EXPECT_TRUE(at::equal(rest(*copy), rest(cache)));
+  EXPECT_EQ(y.scalar_type(), at::kFloat);
+}
+
+TEST(KvCache, CacheTypeNamesParseAndUnknownOnesAreRefused) {
+  EXPECT_EQ(parse_kv_cache_type("f16"), KvCacheType::f16);
+  EXPECT_EQ(kv_cache_type_name(parse_kv_cache_type("f32")), "f32");
+  try {
+    parse_kv_cache_type("q4");
+    FAIL() << "q4 is not a cache type";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected f32 or f16"), std::string::npos) << e.what();
+  }
+}
+
 TEST(KvCache, AutogradMidStreamFallsBackToTheReference) {
   SoftmaxAttention method;
   auto q = f32({1, 2, 12, 8}, 4), k = f32({1, 1, 12, 8}, 5), v = f32({1, 1, 12, 8}, 6);

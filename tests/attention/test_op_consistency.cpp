@@ -141,6 +141,34 @@ at::Tensor kernel_flash_blocks(const Case& c, const Inputs& in, const LayerKerne
   return y;
 }
 
+// The f16-cache kernel on a hand-built cache: Kᵀ rows padded past S (ldkt = S + 5) and
+// V with spare rows (a cache's capacity), odd blocks, so the widening's tails and
+// strides are exercised, not only the entry point's defaults.
+at::Tensor kernel_flash_f16(const Case& c, const Inputs& in, const LayerKernels&) {
+  const at::Tensor q = f32(in.q);
+  const int64_t S = c.T;
+  at::Tensor kt = at::zeros({c.batch, c.hkv, c.d, S + 5}, at::kHalf);
+  kt.narrow(3, 0, S).copy_(in.k.transpose(2, 3));
+  at::Tensor v = at::zeros({c.batch, c.hkv, S + 3, c.dv}, at::kHalf);
+  v.narrow(2, 0, S).copy_(in.v);
+  at::Tensor y = at::empty({c.batch, c.hq, c.T, c.dv}, at::kFloat);
+  kc::FlashOptions opt;
+  opt.q_block = 16;
+  opt.k_block = 48;
+  kc::flash_softmax_kt_f16(dims_of(in), q.data_ptr<float>(),
+                           reinterpret_cast<const uint16_t*>(kt.data_ptr<at::Half>()), S + 5,
+                           reinterpret_cast<const uint16_t*>(v.data_ptr<at::Half>()), S + 3,
+                           y.data_ptr<float>(), float(1.0 / std::sqrt(double(c.d))), opt);
+  return y;
+}
+
+// What an f16 KV cache must compute: exact softmax over the keys and values rounded to
+// half precision (the queries are not cached and stay as given).
+at::Tensor naive_on_half_kv(const Case&, const Inputs& in, const LayerKernels&) {
+  auto half = [](const at::Tensor& t) { return t.to(at::kHalf).to(at::kDouble); };
+  return softmax_attention_naive(in.q, half(in.k), half(in.v));
+}
+
 // Tolerances (the reasons are the point):
 // * fp64 paths differ from the fp64 reference only in summation order and the expanded
 //   vs factored form of the same polynomial: ~1e-15 per term, 1e-10 leaves room at N 1000.
@@ -226,12 +254,33 @@ const std::vector<Op>& ops() {
                    return decode_in_pieces(*st, in);
                  },
                  naive, softmax_tolerance});
+    // The f16 cache against the softmax of half-rounded keys and values: only summation
+    // order differs, so the fp32 tolerance holds (a kernel reading the wrong half, a
+    // wrong stride or an unwidened tail gives O(1) errors).
+    o.push_back({"softmax.decode.f16_cache",
+                 true,
+                 {at::kFloat, at::kBFloat16},
+                 short_only,
+                 [](const Case& c, const Inputs& in, const LayerKernels&) {
+                   auto st =
+                       SoftmaxAttention(c.chunk, std::nullopt, KvCacheType::f16).new_state(c.batch);
+                   return decode_in_pieces(*st, in);
+                 },
+                 naive_on_half_kv,
+                 softmax_tolerance});
     o.push_back({"kernel.oal_prefill.segments", true, {at::kFloat}, {}, kernel_prefill_segments,
                  pairwise, oal_tolerance});
     o.push_back({"kernel.oal_decode.steps", true, {at::kFloat}, short_only, kernel_decode_steps,
                  pairwise, oal_tolerance});
     o.push_back({"kernel.flash_softmax.blocks", true, {at::kFloat}, {}, kernel_flash_blocks,
                  naive, softmax_tolerance});
+    o.push_back({"kernel.flash_softmax.f16",
+                 true,
+                 {at::kFloat},
+                 {},
+                 kernel_flash_f16,
+                 naive_on_half_kv,
+                 softmax_tolerance});
     o.push_back({"softmax.tiled", false, {at::kDouble}, {},
                  [](const Case& c, const Inputs& in, const LayerKernels&) {
                    return softmax_attention_tiled(in.q, in.k, in.v, c.chunk);

@@ -259,6 +259,15 @@ TEST(CliModel, GenerateOnTheRealGgufInEveryWeightFormat) {
   const CliResult bad = oal_run(base + " --weights q4");
   EXPECT_EQ(bad.status, 105) << bad.err;  // CLI11's status for a failed option check
   EXPECT_NE(bad.err.find("--weights"), std::string::npos) << bad.err;
+  // The f16 KV cache: 8 greedy tokens after a 6-token prompt move logits by hundredths
+  // (tests/model/test_kv_cache_type.cpp), so it runs and continues the prompt; an
+  // unknown cache type is refused by name.
+  const CliResult f16 = oal_run(base + " --kv-cache f16");
+  ASSERT_EQ(f16.status, 0) << f16.err;
+  EXPECT_EQ(f16.out.rfind("The capital of France is", 0), 0u) << f16.out;
+  const CliResult bad_kv = oal_run(base + " --kv-cache q4");
+  EXPECT_EQ(bad_kv.status, 105) << bad_kv.err;
+  EXPECT_NE(bad_kv.err.find("--kv-cache"), std::string::npos) << bad_kv.err;
 }
 
 TEST(CliModel, CaptureWritesReadableFile) {

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "model_test_util.h"
+#include "oal/attention/registry.h"
+#include "oal/attention/softmax_method.h"
 #include "oal/core/error.h"
 #include "oal/model/rope.h"
 #include "oal/model/transformer.h"
@@ -182,4 +184,75 @@ TEST(Rope, RejectsOddHeadDimAndWrongShape) {
   const Rope rope(8, 10000.0, RopeStyle::half);
   EXPECT_THROW(rope.apply(at::zeros({1, 1, 4, 6}), 0), oal::Error);
   EXPECT_THROW(rope.apply(at::zeros({1, 4, 8}), 0), oal::Error);
+}
+
+namespace {
+
+// Softmax attention whose decode states record the largest number of tokens one
+// extend() was given: how a prefill was sliced.
+struct LargestExtend {
+  int64_t tokens = 0;
+};
+class RecordingState : public oal::attn::DecodeState {
+ public:
+  RecordingState(std::unique_ptr<oal::attn::DecodeState> inner, std::shared_ptr<LargestExtend> seen)
+      : inner_(std::move(inner)), seen_(std::move(seen)) {}
+  at::Tensor extend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) override {
+    seen_->tokens = std::max(seen_->tokens, q.size(2));
+    return inner_->extend(q, k, v);
+  }
+  int64_t tokens() const override { return inner_->tokens(); }
+  int64_t state_bytes() const override { return inner_->state_bytes(); }
+  oal::attn::StateSnapshot snapshot() const override { return inner_->snapshot(); }
+  void restore(const oal::attn::StateSnapshot& s) override { inner_->restore(s); }
+
+ private:
+  std::unique_ptr<oal::attn::DecodeState> inner_;
+  std::shared_ptr<LargestExtend> seen_;
+};
+class RecordingSoftmax : public oal::attn::SoftmaxAttention {
+ public:
+  std::shared_ptr<LargestExtend> seen = std::make_shared<LargestExtend>();
+  std::unique_ptr<oal::attn::DecodeState> new_state(int64_t batch) const override {
+    return std::make_unique<RecordingState>(SoftmaxAttention::new_state(batch), seen);
+  }
+};
+
+}  // namespace
+
+TEST(Transformer, PrefillInUbatchesIsTheSamePrefill) {
+  // TransformerOptions::ubatch: a 45-token prompt in ubatches of 16 (the last one short)
+  // against the whole prompt at once, with a softmax layer (KV cache growing across
+  // ubatches) and an OAL layer (the HD state continuing), then a decode step from each
+  // set of states. Only fp32 summation order differs: the reference tolerance holds.
+  const ModelWeights w =
+      oal::model::make_synthetic_weights(oal::test::small_synthetic(SyntheticArch::qwen2, 21));
+  at::NoGradGuard no_grad;
+  Transformer whole(w), ubatched(w, {.ubatch = 16});
+  const oal::attn::MethodShape shape{1, w.config.num_heads, w.config.num_kv_heads,
+                                     w.config.head_dim};
+  for (Transformer* m : {&whole, &ubatched})
+    m->set_attention(1, oal::attn::make_method("global", shape, 0, nullptr));
+  const at::Tensor prompt = oal::test::test_tokens(2, 45, w.config.vocab_size, 3);
+  const at::Tensor next = oal::test::test_tokens(2, 1, w.config.vocab_size, 4);
+  auto sw = whole.new_states(2), su = ubatched.new_states(2);
+  const at::Tensor hw = whole.extend_hidden(prompt, sw), hu = ubatched.extend_hidden(prompt, su);
+  ASSERT_EQ(hu.sizes(), hw.sizes());
+  EXPECT_TRUE(at::allclose(hu, hw, k_rtol, k_atol))
+      << "max |diff| " << (hu - hw).abs().max().item<double>();
+  for (size_t l = 0; l < sw.size(); ++l) EXPECT_EQ(su[l]->tokens(), 45) << "layer " << l;
+  const at::Tensor dw = whole.extend_hidden(next, sw), du = ubatched.extend_hidden(next, su);
+  EXPECT_TRUE(at::allclose(du, dw, k_rtol, k_atol))
+      << "max |diff| " << (du - dw).abs().max().item<double>();
+  // And the whole prompt is the stateless forward's.
+  EXPECT_TRUE(at::allclose(hw, whole.hidden_states(prompt), k_rtol, k_atol));
+  // The slicing itself: layer 0 saw at most 16 tokens per call with ubatches, all 45
+  // without.
+  for (auto [m, most] : {std::pair{&whole, 45}, std::pair{&ubatched, 16}}) {
+    auto recorder = std::make_shared<RecordingSoftmax>();
+    m->set_attention(0, recorder);
+    auto states = m->new_states(2);
+    m->extend_hidden(prompt, states);
+    EXPECT_EQ(recorder->seen->tokens, most);
+  }
 }

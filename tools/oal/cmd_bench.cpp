@@ -190,6 +190,7 @@ oal::cli::Registrar reg{
                      "paper's range rule, model/hybrid.h)")
           ->capture_default_str();
       oal::cli::add_weights_option(app, a->weights);
+      oal::cli::add_ubatch_option(app, a->weights);
       app.add_option_function<std::string>(
              "--decode-layer",
              [a](const std::string& v) { a->weights.rowwise_decode = v == "rows"; },

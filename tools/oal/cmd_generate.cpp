@@ -83,6 +83,7 @@ oal::cli::Registrar reg{
                      "beside the model)");
       app.add_flag("--ignore-eos", a->ignore_eos, "Keep going past end-of-sequence tokens");
       oal::cli::add_weights_option(app, a->weights);
+      oal::cli::add_ubatch_option(app, a->weights);
       app.add_flag("--json", a->json, "Print one JSON object at the end instead of streaming");
       return [a] { run(*a); };
     }};

@@ -1,7 +1,9 @@
 #pragma once
-// --weights auto|f32|stored|bf16|q8_0 (how a model's weights are held; model/weight_format.h)
-// and its older spelling --keep-dtype (= --weights stored), shared by generate, ppl,
-// serve and bench --model.
+// --weights auto|f32|stored|bf16|q8_0 (how a model's weights are held; model/weight_format.h),
+// its older spelling --keep-dtype (= --weights stored) and --kv-cache f32|f16 (the softmax
+// layers' KV cache), shared by generate, ppl, serve and bench --model; --ubatch (how a
+// prompt is prefilled) for generate and bench --model (serve slices prompts itself,
+// --prefill-chunk).
 #include <CLI/CLI.hpp>
 
 #include "oal/model/transformer.h"
@@ -19,6 +21,24 @@ inline void add_weights_option(CLI::App& app, model::TransformerOptions& o) {
   app.add_flag_callback(
       "--keep-dtype", [&o] { o.weights = model::WeightFormat::stored; },
       "Same as --weights stored (kept for older scripts)");
+  app.add_option_function<std::string>(
+         "--kv-cache",
+         [&o](const std::string& name) { o.kv_cache = attn::parse_kv_cache_type(name); },
+         "KV cache of the softmax layers: f32 (exact) or f16 (half the memory per cached token, "
+         "llama.cpp's default; keys and values rounded to half precision)")
+      ->check(CLI::IsMember({"f32", "f16"}))
+      ->default_str("f32");
+}
+
+// Sets o.ubatch to 512 (llama.cpp's default) unless the user says otherwise.
+inline void add_ubatch_option(CLI::App& app, model::TransformerOptions& o) {
+  o.ubatch = 512;
+  app.add_option("--ubatch", o.ubatch,
+                 "Prefill a prompt in ubatches of this many tokens, each through every layer "
+                 "before the next (activations O(ubatch), as llama.cpp); 0 = the whole prompt "
+                 "at once")
+      ->check(CLI::NonNegativeNumber)
+      ->default_val(512);
 }
 
 }  // namespace oal::cli

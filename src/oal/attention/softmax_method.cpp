@@ -24,8 +24,19 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 
 }  // namespace
 
-SoftmaxKvCache::SoftmaxKvCache(int64_t batch, int64_t block, std::optional<double> scale)
-    : batch_(batch), block_(block), scale_(scale) {
+KvCacheType parse_kv_cache_type(std::string_view name) {
+  if (name == "f32") return KvCacheType::f32;
+  if (name == "f16") return KvCacheType::f16;
+  fail("kv_cache_type", "unknown KV cache type '{}': expected f32 or f16", name);
+}
+
+std::string_view kv_cache_type_name(KvCacheType type) {
+  return type == KvCacheType::f16 ? "f16" : "f32";
+}
+
+SoftmaxKvCache::SoftmaxKvCache(int64_t batch, int64_t block, std::optional<double> scale,
+                               KvCacheType type)
+    : batch_(batch), block_(block), scale_(scale), type_(type) {
   check(batch >= 1, "softmax_kv_cache", "batch must be >= 1, got {}", batch);
 }
 
@@ -78,22 +89,23 @@ void SoftmaxKvCache::append_kernel(const at::Tensor& k, const at::Tensor& v) {
   if (!kt_.defined()) {
     check(k.size(0) == batch_, k_cache_op, "state was made for batch {}, got k {}", batch_,
           shape_str(k));
-    const auto f32 = k.options().dtype(at::kFloat);
-    kt_ = at::empty({k.size(0), k.size(1), k.size(3), 0}, f32);
-    v32_ = at::empty({v.size(0), v.size(1), 0, v.size(3)}, f32);
+    const auto storage =
+        at::TensorOptions().dtype(type_ == KvCacheType::f16 ? at::kHalf : at::kFloat);
+    kt_ = at::empty({k.size(0), k.size(1), k.size(3), 0}, storage);
+    vk_ = at::empty({v.size(0), v.size(1), 0, v.size(3)}, storage);
   }
-  check_tokens(k, v, batch_, kt_.size(1), kt_.size(2), v32_.size(3));
+  check_tokens(k, v, batch_, kt_.size(1), kt_.size(2), vk_.size(3));
   if (len_ + t > kt_.size(3)) {
     const int64_t cap = grown(kt_.size(3), len_ + t);
     auto nk = at::empty({kt_.size(0), kt_.size(1), kt_.size(2), cap}, kt_.options());
-    auto nv = at::empty({v32_.size(0), v32_.size(1), cap, v32_.size(3)}, v32_.options());
+    auto nv = at::empty({vk_.size(0), vk_.size(1), cap, vk_.size(3)}, vk_.options());
     nk.narrow(3, 0, len_).copy_(kt_.narrow(3, 0, len_));
-    nv.narrow(2, 0, len_).copy_(v32_.narrow(2, 0, len_));
+    nv.narrow(2, 0, len_).copy_(vk_.narrow(2, 0, len_));
     kt_ = nk;
-    v32_ = nv;
+    vk_ = nv;
   }
-  kt_.narrow(3, len_, t).copy_(k.transpose(2, 3));  // converts to fp32 as it copies
-  v32_.narrow(2, len_, t).copy_(v);
+  kt_.narrow(3, len_, t).copy_(k.transpose(2, 3));  // converts to the storage type as it copies
+  vk_.narrow(2, len_, t).copy_(v);
   len_ += t;
 }
 
@@ -108,14 +120,20 @@ at::Tensor SoftmaxKvCache::attend_kernel(const at::Tensor& q) const {
   d.q_len = q.size(2);
   d.k_len = len_;
   d.dim = q.size(3);
-  d.value_dim = v32_.size(3);
+  d.value_dim = vk_.size(3);
   check(d.q_heads % d.kv_heads == 0, k_cache_op, "Hq = {} is not a multiple of Hkv = {}",
         d.q_heads, d.kv_heads);
   at::Tensor y = at::empty({d.batch, d.q_heads, d.q_len, d.value_dim}, qf.options());
   const double scale = scale_.value_or(1.0 / std::sqrt(static_cast<double>(d.dim)));
-  kc::flash_softmax_kt_f32(d, qf.data_ptr<float>(), kt_.data_ptr<float>(), kt_.size(3),
-                           v32_.data_ptr<float>(), v32_.size(2), y.data_ptr<float>(),
-                           static_cast<float>(scale));
+  if (kt_.scalar_type() == at::kHalf)  // at::Half and the kernel's half: IEEE binary16 bits
+    kc::flash_softmax_kt_f16(
+        d, qf.data_ptr<float>(), reinterpret_cast<const uint16_t*>(kt_.data_ptr<at::Half>()),
+        kt_.size(3), reinterpret_cast<const uint16_t*>(vk_.data_ptr<at::Half>()), vk_.size(2),
+        y.data_ptr<float>(), static_cast<float>(scale));
+  else
+    kc::flash_softmax_kt_f32(d, qf.data_ptr<float>(), kt_.data_ptr<float>(), kt_.size(3),
+                             vk_.data_ptr<float>(), vk_.size(2), y.data_ptr<float>(),
+                             static_cast<float>(scale));
   return y.to(q.scalar_type());
 }
 
@@ -148,7 +166,7 @@ at::Tensor SoftmaxKvCache::keys() const {
   return k_buf_.defined() ? k_buf_.narrow(2, 0, len_) : at::Tensor();
 }
 at::Tensor SoftmaxKvCache::values() const {
-  if (v32_.defined()) return v32_.narrow(2, 0, len_);
+  if (vk_.defined()) return vk_.narrow(2, 0, len_);
   return v_buf_.defined() ? v_buf_.narrow(2, 0, len_) : at::Tensor();
 }
 
@@ -170,20 +188,24 @@ void SoftmaxKvCache::restore(const StateSnapshot& s) {
         shape_str(v), s.tokens);
   check(k.scalar_type() == v.scalar_type(), k_cache_op, "restore: k is {}, v is {}",
         c10::toString(k.scalar_type()), c10::toString(v.scalar_type()));
-  append(k, v, kernel_blocker(k, k, v).empty());  // the storage extend() would have chosen
+  // The storage extend() would have chosen; an f16 snapshot of an f16 cache is its own
+  // kernel storage (an f32 cache given fp16 tokens keeps tensor storage, as extend does).
+  const bool half_cache = type_ == KvCacheType::f16 && k.scalar_type() == at::kHalf &&
+                          k.device().is_cpu() && !records_grad(k);
+  append(k, v, half_cache || kernel_blocker(k, k, v).empty());
 }
 
 int64_t SoftmaxKvCache::state_bytes() const {
   const at::Tensor& kb = kt_.defined() ? kt_ : k_buf_;
-  const at::Tensor& vb = kt_.defined() ? v32_ : v_buf_;
+  const at::Tensor& vb = kt_.defined() ? vk_ : v_buf_;
   if (!kb.defined()) return 0;
   const int64_t dim = kt_.defined() ? kt_.size(2) : k_buf_.size(3);
   const int64_t per_token = kb.size(0) * kb.size(1) * (dim + vb.size(3));
   return len_ * per_token * static_cast<int64_t>(kb.element_size());
 }
 
-SoftmaxAttention::SoftmaxAttention(int64_t block, std::optional<double> scale)
-    : block_(block), scale_(scale) {
+SoftmaxAttention::SoftmaxAttention(int64_t block, std::optional<double> scale, KvCacheType kv_cache)
+    : block_(block), scale_(scale), kv_cache_(kv_cache) {
   check(block >= 1, "softmax_attention", "block must be >= 1, got {}", block);
 }
 
@@ -193,7 +215,7 @@ at::Tensor SoftmaxAttention::forward(const at::Tensor& q, const at::Tensor& k,
 }
 
 std::unique_ptr<DecodeState> SoftmaxAttention::new_state(int64_t batch) const {
-  return std::make_unique<SoftmaxKvCache>(batch, block_, scale_);
+  return std::make_unique<SoftmaxKvCache>(batch, block_, scale_, kv_cache_);
 }
 
 }  // namespace oal::attn

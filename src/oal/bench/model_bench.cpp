@@ -51,7 +51,8 @@ BenchShape layer_shape(const model::ModelConfig& c, const ModelBenchConfig& cfg)
   return s;
 }
 
-// Sets every layer's attention: OAL (synthetic kernels) on `converted`, softmax elsewhere.
+// Sets every layer's attention: OAL (synthetic kernels) on `converted`, softmax (with the
+// model's KV cache type) elsewhere.
 void apply(model::Transformer& m, const std::vector<int64_t>& converted,
            const ModelBenchConfig& cfg) {
   const std::set<int64_t> conv(converted.begin(), converted.end());
@@ -64,7 +65,9 @@ void apply(model::Transformer& m, const std::vector<int64_t>& converted,
       m.set_attention(l, std::make_shared<attn::QuadraticAttention>(bench_kernels(s, cfg.groups),
                                                                     options));
     else
-      m.set_attention(l, std::make_shared<attn::SoftmaxAttention>());
+      m.set_attention(
+          l, std::make_shared<attn::SoftmaxAttention>(attn::SoftmaxAttention::k_default_block,
+                                                      std::nullopt, m.options().kv_cache));
   }
 }
 
@@ -104,6 +107,18 @@ void fill(ModelBenchRow& row, const std::vector<double>& ms, const MemProbe& pro
   row.peak_extra_bytes = probe.extra_bytes();
 }
 
+// One prefill as a prompt runs: into fresh decode states in the model's ubatches
+// (options().ubatch > 0: activations O(ubatch)), or, with ubatch 0, the whole prompt at
+// once through the stateless forward.
+void prefill(const model::Transformer& m, const at::Tensor& ids) {
+  if (m.options().ubatch > 0) {
+    auto states = m.new_states(1);
+    m.extend_hidden(ids, states);
+  } else {
+    m.hidden_states(ids);
+  }
+}
+
 ModelBenchRow time_prefill(const model::Transformer& m, int64_t n, const ModelBenchConfig& cfg,
                            bool& reset_ok) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(cfg.seed + 1);
@@ -119,7 +134,7 @@ ModelBenchRow time_prefill(const model::Transformer& m, int64_t n, const ModelBe
   int64_t peak = 0, extra = 0;  // of the first call: the cell's own workspace
   for (int i = 0; i < cfg.warmup + cfg.repeats; ++i) {
     const auto t0 = BenchClock::now();
-    m.hidden_states(ids);
+    prefill(m, ids);
     const double t = ms_since(t0);
     if (i == 0) peak = probe.peak_bytes(), extra = probe.extra_bytes();
     if (i >= cfg.warmup) ms.push_back(t);
@@ -134,6 +149,7 @@ ModelBenchRow time_prefill(const model::Transformer& m, int64_t n, const ModelBe
 ModelBenchRow time_decode(const model::Transformer& m, int64_t n, const ModelBenchConfig& cfg,
                           bool& reset_ok) {
   const auto& c = m.config();
+  release_freed_memory();  // a previous cell's freed pages do not count as this one's peak
   auto states = m.new_states(1);
   {  // Prime every layer with n random post-RoPE tokens (only shapes matter for speed).
     auto gen = at::make_generator<at::CPUGeneratorImpl>(cfg.seed + 2);
@@ -190,6 +206,8 @@ ModelBenchReport run_model_bench(model::Transformer& m, const std::string& descr
   rep.isa = kernels::cpu::target_name(kernels::cpu::active_target());
   rep.model = description;
   rep.parameters = m.num_parameters();
+  rep.kv_cache = std::string(attn::kv_cache_type_name(m.options().kv_cache));
+  rep.ubatch = m.options().ubatch;
   rep.gemm_gflops_fp32 = std::max(aten_gemm_rate(at::kFloat), kernel_gemm_rate());
   std::vector<std::vector<int64_t>> layers;
   for (const auto& v : cfg.variants)  // all ranges checked before anything is timed
@@ -223,9 +241,11 @@ ModelBenchReport run_model_bench(model::Transformer& m, const std::string& descr
 std::string model_bench_markdown(const ModelBenchReport& r) {
   std::string out = fmt::format(
       "# oal bench --model\n\nmodel: {} ({:.1f}M parameters)\nmachine: {} ({} logical cores, "
-      "{} threads), kernels {}, BLAS {}\nbest fp32 GEMM: {:.1f} GFLOP/s\n\n",
-      r.model, r.parameters / 1e6, r.machine.cpu, r.machine.logical_cores, r.machine.threads,
-      r.isa, r.machine.blas, r.gemm_gflops_fp32);
+      "{} threads), kernels {}, BLAS {}\nbest fp32 GEMM: {:.1f} GFLOP/s; softmax KV cache {}; "
+      "prefill ubatch {}\n\n",
+      r.model, r.parameters / 1e6, r.machine.cpu, r.machine.logical_cores, r.machine.threads, r.isa,
+      r.machine.blas, r.gemm_gflops_fp32, r.kv_cache,
+      r.ubatch > 0 ? std::to_string(r.ubatch) : std::string("whole prompt"));
   out += "| variant | converted | mode | N | ms (median) | min–max | tokens/s | GFLOP/s | %GEMM | peak RSS MiB | +MiB | state MiB |\n";
   out += "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& x : r.rows)
@@ -262,11 +282,14 @@ std::string model_bench_json(const ModelBenchReport& r) {
                     {"peak_extra_bytes", x.peak_extra_bytes}, {"state_bytes", x.state_bytes}});
   nlohmann::json j = {{"model", r.model},
                       {"parameters", r.parameters},
-                      {"machine", {{"cpu", r.machine.cpu},
-                                   {"logical_cores", r.machine.logical_cores},
-                                   {"threads", r.machine.threads},
-                                   {"blas", r.machine.blas}}},
+                      {"machine",
+                       {{"cpu", r.machine.cpu},
+                        {"logical_cores", r.machine.logical_cores},
+                        {"threads", r.machine.threads},
+                        {"blas", r.machine.blas}}},
                       {"kernels_isa", r.isa},
+                      {"kv_cache", r.kv_cache},
+                      {"ubatch", r.ubatch},
                       {"gemm_gflops_fp32", r.gemm_gflops_fp32},
                       {"memory_reset_ok", r.memory_reset_ok},
                       {"rows", rows}};

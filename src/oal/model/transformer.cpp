@@ -84,7 +84,8 @@ Transformer::Transformer(const ModelWeights& w, TransformerOptions options)
   } else {
     lm_head_ = take_linear(w, "lm_head", c.vocab_size, H, false, format);
   }
-  auto softmax = std::make_shared<attn::SoftmaxAttention>();
+  auto softmax = std::make_shared<attn::SoftmaxAttention>(attn::SoftmaxAttention::k_default_block,
+                                                          std::nullopt, options.kv_cache);
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     TransformerLayer L;
@@ -276,6 +277,17 @@ at::Tensor Transformer::extend_hidden(const at::Tensor& tokens,
                                       std::vector<std::unique_ptr<attn::DecodeState>>& states) const {
   check(static_cast<int64_t>(states.size()) == num_layers(), k_op,
         "extend: expected {} layer states, got {}", num_layers(), states.size());
+  check_dim(tokens, 2, k_op, "extend: tokens");
+  const int64_t T = tokens.size(1), ub = options_.ubatch;
+  if (ub <= 0 || T <= ub) return extend_once(tokens, states);
+  std::vector<at::Tensor> parts;
+  for (int64_t t0 = 0; t0 < T; t0 += ub)
+    parts.push_back(extend_once(tokens.narrow(1, t0, std::min(ub, T - t0)), states));
+  return at::cat(parts, 1);
+}
+
+at::Tensor Transformer::extend_once(const at::Tensor& tokens,
+                                    std::vector<std::unique_ptr<attn::DecodeState>>& states) const {
   const int64_t offset = states[0]->tokens();
   at::Tensor x = embed(tokens, offset);
   for (int64_t i = 0; i < num_layers(); ++i) {

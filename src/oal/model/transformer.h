@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "oal/attention/method.h"
+#include "oal/attention/softmax_method.h"
 #include "oal/model/config.h"
 #include "oal/model/linear.h"
 #include "oal/model/rope.h"
@@ -37,6 +38,14 @@ struct TransformerOptions {
   // on raw rows (decode_layer.h) instead of tensor operations; false keeps the tensor
   // layer everywhere — the reference the tests compare the row path with.
   bool rowwise_decode = true;
+  // The KV cache of the softmax layers (the original model's, and a hybrid's kept ones):
+  // fp32 (exact) or f16 (half the memory per cached token, as llama.cpp keeps it).
+  attn::KvCacheType kv_cache = attn::KvCacheType::f32;
+  // extend_hidden runs inputs longer than this many tokens in consecutive ubatches, each
+  // through every layer before the next (as llama.cpp runs a prompt), so a prefill's
+  // activations are O(ubatch) tokens while the states carry the context; 0 = all at once.
+  // The result is the same function (fp32 summation order aside).
+  int64_t ubatch = 0;
 };
 
 // Weights of one decoder layer (HF names in comments).
@@ -75,6 +84,7 @@ class Transformer {
   explicit Transformer(const ModelWeights& weights, TransformerOptions options = {});
 
   const ModelConfig& config() const { return config_; }
+  const TransformerOptions& options() const { return options_; }
   const Rope& rope() const { return rope_; }
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
   // Parameter count and bytes held by the weights as stored now.
@@ -112,7 +122,8 @@ class Transformer {
   // Streaming: one DecodeState per layer from its method's new_state(batch).
   std::vector<std::unique_ptr<attn::DecodeState>> new_states(int64_t batch) const;
   // tokens [B, T] that follow the states' n absorbed tokens (positions n..n+T-1) →
-  // final-normed hidden states [B, T, hidden]; the states absorb the tokens.
+  // final-normed hidden states [B, T, hidden]; the states absorb the tokens (in
+  // ubatches of options().ubatch tokens when T is longer).
   at::Tensor extend_hidden(const at::Tensor& tokens,
                            std::vector<std::unique_ptr<attn::DecodeState>>& states) const;
   // One decode step of N independent sequences at their own lengths (a server's
@@ -124,6 +135,9 @@ class Transformer {
   at::Tensor decode_rows(const at::Tensor& tokens, const std::vector<LayerStates*>& rows) const;
 
  private:
+  // extend_hidden on one ubatch: every layer on all of `tokens`.
+  at::Tensor extend_once(const at::Tensor& tokens,
+                         std::vector<std::unique_ptr<attn::DecodeState>>& states) const;
   // One decoder layer on x [B, T, hidden]; `state` null → whole-sequence attention.
   at::Tensor layer_forward(int64_t i, const at::Tensor& x, int64_t offset,
                            attn::DecodeState* state, ForwardObserver* observer) const;

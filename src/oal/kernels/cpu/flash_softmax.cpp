@@ -49,6 +49,7 @@ float online_row(float* s, int64_t n_valid, int64_t n_total, float& m, float& l)
 
 struct Scratch {
   std::vector<float> qs, s, o, m, l;
+  std::vector<float> kb, vb;  // an f16 cache's key block, widened: Kᵀ [D, k_block], V [k_block, Dv]
 };
 
 // Geometry of the work items: `heads` query heads of one KV group stacked over one
@@ -73,13 +74,39 @@ struct Call {
   const AttentionDims& dims;
   const FlashOptions& opt;
   const Items& it;
-  const float *q, *kt;
+  const float* q;
+  const void* kt;  // float, or hwy::float16_t when `half`
   int64_t ldkt;
-  const float* v;
+  const void* v;
   int64_t v_rows;
   float* y;
   float scale;
+  bool half;
 };
+
+// Keys [j0, j0 + bc) of KV head kvh as fp32 operands of the two GEMMs: Kᵀ rows with
+// stride ldkt and V rows of Dv. An fp32 cache is read in place; an f16 one is widened
+// into the worker's scratch first (one pass over the block, then GEMMs from cache).
+struct KvBlock {
+  const float* kt;
+  int64_t ldkt;
+  const float* v;
+};
+
+KvBlock kv_block(const Call& c, int64_t kvh, int64_t j0, int64_t bc, Scratch& w) {
+  const int64_t D = c.dims.dim, Dv = c.dims.value_dim;
+  if (!c.half) {
+    const float* kt = static_cast<const float*>(c.kt) + kvh * D * c.ldkt;
+    const float* v = static_cast<const float*>(c.v) + kvh * c.v_rows * Dv;
+    return {kt + j0, c.ldkt, v + j0 * Dv};
+  }
+  const auto* kt = static_cast<const hwy::float16_t*>(c.kt) + kvh * D * c.ldkt + j0;
+  const auto* v = static_cast<const hwy::float16_t*>(c.v) + (kvh * c.v_rows + j0) * Dv;
+  const int64_t Bc = c.opt.k_block;
+  for (int64_t r = 0; r < D; ++r) widen_f16(kt + r * c.ldkt, w.kb.data() + r * Bc, bc);
+  widen_f16(v, w.vb.data(), bc * Dv);
+  return {w.kb.data(), Bc, w.vb.data()};
+}
 
 // One work item: KV head `kvh` (batch-major index), head block `hb`, query block `qb`.
 void flash_item(const Call& c, int64_t kvh, int64_t hb, int64_t qb, Scratch& w) {
@@ -90,8 +117,6 @@ void flash_item(const Call& c, int64_t kvh, int64_t hb, int64_t qb, Scratch& w) 
   const int64_t rows = rb * c.it.heads;
   const int64_t b = kvh / dims.kv_heads;
   const int64_t h0 = (kvh % dims.kv_heads) * dims.group_size() + hb * c.it.heads;
-  const float* kth = c.kt + kvh * D * c.ldkt;
-  const float* vh = c.v + kvh * c.v_rows * Dv;
   // Row r = (head h0 + r / rb, position i0 + r % rb).
   for (int64_t r = 0; r < rows; ++r)
     scaled_product(c.scale, c.q + ((b * dims.q_heads + h0 + r / rb) * T + i0 + r % rb) * D,
@@ -102,13 +127,14 @@ void flash_item(const Call& c, int64_t kvh, int64_t hb, int64_t qb, Scratch& w) 
   const int64_t kend = i0 + rb + off;  // keys [0, kend) are visible to some row
   for (int64_t j0 = 0; j0 < kend; j0 += Bc) {
     const int64_t bc = std::min(Bc, kend - j0);
-    gemm_f32(rows, bc, D, w.qs.data(), D, 1, kth + j0, c.ldkt, w.s.data(), Bc, false);
+    const KvBlock kv = kv_block(c, kvh, j0, bc, w);
+    gemm_f32(rows, bc, D, w.qs.data(), D, 1, kv.kt, kv.ldkt, w.s.data(), Bc, false);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t n_valid = std::clamp<int64_t>(i0 + r % rb + off - j0 + 1, 0, bc);
       const float alpha = online_row(w.s.data() + r * Bc, n_valid, bc, w.m[r], w.l[r]);
       if (alpha != 1.0f) scaled_product(alpha, w.o.data() + r * Dv, nullptr, w.o.data() + r * Dv, Dv);
     }
-    gemm_f32(rows, Dv, bc, w.s.data(), Bc, 1, vh + j0 * Dv, Dv, w.o.data(), Dv, true);
+    gemm_f32(rows, Dv, bc, w.s.data(), Bc, 1, kv.v, Dv, w.o.data(), Dv, true);
   }
   for (int64_t r = 0; r < rows; ++r)
     scaled_product(1.0f / w.l[r], w.o.data() + r * Dv, nullptr,
@@ -117,8 +143,10 @@ void flash_item(const Call& c, int64_t kvh, int64_t hb, int64_t qb, Scratch& w) 
 
 }  // namespace
 
-void flash_kt(const AttentionDims& dims, const float* q, const float* kt, int64_t ldkt,
-              const float* v, int64_t v_rows, float* y, float scale, const FlashOptions& opt) {
+// kt, v: float, or hwy::float16_t when `half`.
+void flash_kt(const AttentionDims& dims, const float* q, const void* kt, int64_t ldkt,
+              const void* v, int64_t v_rows, float* y, float scale, const FlashOptions& opt,
+              bool half) {
   const Items it = plan_items(dims, opt);
   const int64_t items = it.count(dims);
   const int64_t rows = it.block * it.heads;
@@ -129,8 +157,12 @@ void flash_kt(const AttentionDims& dims, const float* q, const float* kt, int64_
     w.o.resize(rows * dims.value_dim);
     w.m.resize(rows);
     w.l.resize(rows);
+    if (half) {
+      w.kb.resize(dims.dim * opt.k_block);
+      w.vb.resize(opt.k_block * dims.value_dim);
+    }
   }
-  const Call call{dims, opt, it, q, kt, ldkt, v, v_rows, y, scale};
+  const Call call{dims, opt, it, q, kt, ldkt, v, v_rows, y, scale, half};
   const int64_t per_qb = dims.batch * dims.kv_heads * it.n_hb;
   // Item i: the latest query blocks (most keys) first, so the last items are cheap.
   parallel_items(items, opt.threads, [&](int64_t worker, int64_t i) {
@@ -150,7 +182,15 @@ void flash_softmax_kt_f32(const AttentionDims& dims, const float* q, const float
                           int64_t ldkt, const float* v, int64_t v_rows, float* y,
                           float scale, const FlashOptions& opt) {
   if (dims.q_len == 0 || dims.batch == 0 || dims.q_heads == 0) return;
-  HWY_DYNAMIC_DISPATCH(flash_kt)(dims, q, kt, ldkt, v, v_rows, y, scale, opt);
+  HWY_DYNAMIC_DISPATCH(flash_kt)(dims, q, kt, ldkt, v, v_rows, y, scale, opt, false);
+}
+
+void flash_softmax_kt_f16(const AttentionDims& dims, const float* q, const uint16_t* kt,
+                          int64_t ldkt, const uint16_t* v, int64_t v_rows, float* y, float scale,
+                          const FlashOptions& opt) {
+  static_assert(sizeof(hwy::float16_t) == sizeof(uint16_t), "IEEE half is 2 bytes");
+  if (dims.q_len == 0 || dims.batch == 0 || dims.q_heads == 0) return;
+  HWY_DYNAMIC_DISPATCH(flash_kt)(dims, q, kt, ldkt, v, v_rows, y, scale, opt, true);
 }
 
 void flash_softmax_f32(const AttentionDims& dims, const float* q, const float* k,

@@ -32,4 +32,13 @@ void flash_softmax_kt_f32(const AttentionDims& dims, const float* q, const float
                           int64_t ldkt, const float* v, int64_t v_rows, float* y, float scale,
                           const FlashOptions& opt = {});
 
+// The same on a KV cache held in IEEE half (binary16, as uint16_t bits; llama.cpp's default
+// f16 cache): kt and v laid out as above, 2 bytes per element. Each key block is widened
+// to fp32 scratch once per work item, then the same fp32 GEMMs run, so the cache takes
+// half the memory and bandwidth and the arithmetic stays fp32; only the cached keys and
+// values carry the half rounding (relative 2^-11).
+void flash_softmax_kt_f16(const AttentionDims& dims, const float* q, const uint16_t* kt,
+                          int64_t ldkt, const uint16_t* v, int64_t v_rows, float* y, float scale,
+                          const FlashOptions& opt = {});
+
 }  // namespace oal::kernels::cpu

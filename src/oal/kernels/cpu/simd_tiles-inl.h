@@ -107,6 +107,21 @@ HWY_INLINE void scaled_product(float alpha, const float* x, const float* c, floa
   }
 }
 
+// dst[i] = src[i] widened from IEEE half (binary16) to fp32, i < n (exact: every half is
+// a float). The tail goes through a zero-padded stack copy, so src[n..] is never read.
+HWY_INLINE void widen_f16(const hwy::float16_t* src, float* dst, int64_t n) {
+  const DF d;
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(hn::PromoteTo(d, hn::LoadU(dh, src + i)), d, dst + i);
+  if (i < n) {
+    HWY_ALIGN hwy::float16_t buf[hn::MaxLanes(DF())] = {};
+    std::copy(src + i, src + n, buf);
+    store_n(hn::PromoteTo(d, hn::Load(dh, buf)), d, dst + i, n - i);
+  }
+}
+
 // OAL feature maps (oal_plan.h layout), per target: m(x) and coef ⊙ m(x) into out[0, Df).
 HWY_INLINE void monomials(const float* x, int64_t d, float* out) {
   out[0] = 1.0f;
