@@ -7,6 +7,19 @@
 #
 #   scripts/bench-peer.sh [--model FILE.gguf] [--prefill 512,4096] [--depths 1024,4096]
 #                         [--threads 2] [--simd avx2] [--repeats 3] [--warmup 1] [--out DIR]
+#   scripts/bench-peer.sh --sweep 8192,16384,32768 [...]   # long contexts, one pass per N
+#                         [--kv-cache f16|f32] [--ubatch 512] [--reuse-peer]
+#
+# --kv-cache: oal's softmax-layer KV cache (default f16, the type llama.cpp's cache has
+# here). --ubatch: oal's prefill ubatch (default 512, llama.cpp's; 0 = the whole prompt
+# at once). --reuse-peer: keep the llama.cpp outputs already in DIR (same model, threads
+# and lengths) and time oal again only.
+#
+# --sweep N,...: prefill of N tokens and decode at depth N from one llama.cpp pass per N
+# (llama-batched-bench: prefill N in ubatches of 512, then 32 tokens generated on that
+# context), once each. llama-bench would fill each decode depth again untimed, which
+# doubles a 32K run (an hour per SIMD target on 2 cores); both tools time the same
+# ubatches, and on SmolLM2 they agree within 3 %. oal runs --prefill-n N --n N, once.
 #
 # llama.cpp is built from source by scripts/build-llama-cpp.sh (native CPU flags; with
 # --simd avx2, a second build with AVX-512 off, so both sides run AVX2). Writes
@@ -22,6 +35,10 @@ simd=""
 repeats=3
 warmup=1
 out=runs/peer
+sweep=""
+kv_cache=f16
+ubatch=512
+reuse_peer=0
 oal=${OAL_BIN:-build/release/oal}
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -33,7 +50,11 @@ while [ $# -gt 0 ]; do
     --repeats) repeats=$2; shift 2 ;;
     --warmup) warmup=$2; shift 2 ;;   # oal's untimed calls per cell (0 for long contexts)
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --sweep) sweep=$2; shift 2 ;;
+    --kv-cache) kv_cache=$2; shift 2 ;;
+    --ubatch) ubatch=$2; shift 2 ;;
+    --reuse-peer) reuse_peer=1; shift ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "bench-peer: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -50,23 +71,61 @@ if [ -r /proc/sys/kernel/sched_autogroup_enabled ] && [ "$(cat /proc/sys/kernel/
   echo "bench-peer: warning: autogroup is on (echo 0 > /proc/sys/kernel/sched_autogroup_enabled)" >&2
 fi
 
-# llama.cpp: -p N = prefill of N tokens (ubatch 512, as it runs); -n 32 -d D = 32
-# tokens generated after a D-token context. -fa 1: flash attention; KV f16 (default).
-echo "bench-peer: llama-bench on $model ($threads threads)" >&2
-# Peak RSS: /usr/bin/time over each llama-bench invocation (its largest test).
-/usr/bin/time -f "%M" -o "$out/llama-bench-prefill.rss-kb" \
-  "$peer_dir/bin/llama-bench" -m "$model" -t "$threads" -fa 1 -r "$repeats" \
-  -p "$prefill" -n 0 -o json > "$out/llama-bench-prefill.json"
-/usr/bin/time -f "%M" -o "$out/llama-bench-decode.rss-kb" \
-  "$peer_dir/bin/llama-bench" -m "$model" -t "$threads" -fa 1 -r "$repeats" \
-  -p 0 -n 32 -d "$depths" -o json > "$out/llama-bench-decode.json"
+# Runs a peer command unless --reuse-peer finds its output already there.
+peer_run() {
+  local output=$1; shift
+  if [ "$reuse_peer" = 1 ] && [ -s "$output" ]; then
+    echo "bench-peer: reusing $output" >&2
+    return 0
+  fi
+  "$@"
+}
 
-echo "bench-peer: oal bench --model $model ($threads threads${simd:+, SIMD $simd})" >&2
+if [ -n "$sweep" ]; then
+  prefill=$sweep depths=$sweep repeats=1 warmup=0
+  # llama.cpp: per N, prefill N tokens (-b 512 -ub 512, as llama-bench runs) then 32 tokens
+  # generated at depth N; the KV cache holds the longest context plus 32 (-c).
+  max_n=$(tr ',' '\n' <<< "$sweep" | sort -n | tail -1)
+  echo "bench-peer: llama-batched-bench on $model ($threads threads, N = $sweep)" >&2
+  sweep_peer() {
+    /usr/bin/time -f "%M" -o "$out/llama-sweep.rss-kb" \
+      "$peer_dir/bin/llama-batched-bench" -m "$model" -t "$threads" -fa -c $((max_n + 64)) \
+      -b 512 -ub 512 -npp "$sweep" -ntg 32 -npl 1 --output-format jsonl 2> "$out/llama-sweep.log" \
+      | grep '^{' > "$out/llama-sweep.jsonl"
+  }
+  peer_run "$out/llama-sweep.jsonl" sweep_peer
+  llama_outputs=("$out/llama-sweep.jsonl")
+  llama_rss="sweep $(( $(cat "$out/llama-sweep.rss-kb") / 1024 ))"
+else
+  # llama.cpp: -p N = prefill of N tokens (ubatch 512, as it runs); -n 32 -d D = 32
+  # tokens generated after a D-token context. -fa 1: flash attention; KV f16 (default).
+  echo "bench-peer: llama-bench on $model ($threads threads)" >&2
+  # Peak RSS: /usr/bin/time over each llama-bench invocation (its largest test).
+  prefill_peer() {
+    /usr/bin/time -f "%M" -o "$out/llama-bench-prefill.rss-kb" \
+      "$peer_dir/bin/llama-bench" -m "$model" -t "$threads" -fa 1 -r "$repeats" \
+      -p "$prefill" -n 0 -o json > "$out/llama-bench-prefill.json"
+  }
+  decode_peer() {
+    /usr/bin/time -f "%M" -o "$out/llama-bench-decode.rss-kb" \
+      "$peer_dir/bin/llama-bench" -m "$model" -t "$threads" -fa 1 -r "$repeats" \
+      -p 0 -n 32 -d "$depths" -o json > "$out/llama-bench-decode.json"
+  }
+  peer_run "$out/llama-bench-prefill.json" prefill_peer
+  peer_run "$out/llama-bench-decode.json" decode_peer
+  llama_outputs=("$out/llama-bench-prefill.json" "$out/llama-bench-decode.json")
+  llama_rss="prefill $(( $(cat "$out/llama-bench-prefill.rss-kb") / 1024 )), decode $(( $(cat "$out/llama-bench-decode.rss-kb") / 1024 ))"
+fi
+
+echo "bench-peer: oal bench --model $model ($threads threads${simd:+, SIMD $simd}, KV cache $kv_cache, ubatch $ubatch)" >&2
 OAL_THREADS=$threads "$oal" bench --model "$model" --variants softmax,oal,hybrid \
   --prefill-n "$prefill" --n "$depths" --repeats "$repeats" --warmup "$warmup" --decode-steps 32 \
-  ${simd:+--simd "$simd"} --weights auto --json --quiet > "$out/oal-bench.json"
+  ${simd:+--simd "$simd"} --weights auto --kv-cache "$kv_cache" --ubatch "$ubatch" --json --quiet \
+  > "$out/oal-bench.json"
 
-"${OAL_VENV:-.cache/venv}/bin/python" scripts/peer_table.py --llama "$out/llama-bench-prefill.json" \
-  --llama "$out/llama-bench-decode.json" --oal "$out/oal-bench.json" > "$out/table.md"
-echo "llama.cpp peak RSS (MiB): prefill $(( $(cat "$out/llama-bench-prefill.rss-kb") / 1024 )), decode $(( $(cat "$out/llama-bench-decode.rss-kb") / 1024 ))" >> "$out/table.md"
+llama_args=()
+for f in "${llama_outputs[@]}"; do llama_args+=(--llama "$f"); done
+"${OAL_VENV:-.cache/venv}/bin/python" scripts/peer_table.py "${llama_args[@]}" \
+  --oal "$out/oal-bench.json" > "$out/table.md"
+echo "llama.cpp peak RSS (MiB): $llama_rss" >> "$out/table.md"
 cat "$out/table.md"

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The peer for oal's serving and speed measurements: llama.cpp's own C++ tools —
-# llama-server (continuous batching over --parallel slots), llama-bench and
-# llama-quantize — built from source on this machine (native CPU flags, like a user's
+# llama-server (continuous batching over --parallel slots), llama-bench,
+# llama-batched-bench (one prefill of N tokens, then decode at depth N: the long-context
+# sweep) and llama-quantize — built from source on this machine (native CPU flags, like a user's
 # build). The source is the llama.cpp that PyPI's llama-cpp-python 0.3.16 vendors (the
 # same llama.cpp the tests' llama-cpp-python references are built from), fetched as its
 # sdist with pip; nothing else is downloaded. Idempotent: an existing build is reused.
 #
-#   scripts/build-llama-cpp.sh            # -> .cache/peer/bin/{llama-server,llama-bench,llama-quantize}
+#   scripts/build-llama-cpp.sh            # -> .cache/peer/bin/{llama-server,llama-bench,llama-batched-bench,llama-quantize}
 #   PEER_SIMD=avx2 PEER_DIR=.cache/peer-avx2 scripts/build-llama-cpp.sh
-#                                         # -> llama-bench only, AVX2 + FMA + F16C, AVX-512 off
+#                                         # -> llama-bench and llama-batched-bench only, AVX2 + FMA + F16C, AVX-512 off
 #                                         #    (the AVX2 side of an AVX-512 machine's comparison)
 # Environment: JOBS (default nproc), PEER_DIR (default .cache/peer), PEER_SIMD (empty = native)
 set -euo pipefail
@@ -18,8 +19,8 @@ JOBS=${JOBS:-$(nproc)}
 version=0.3.16
 bin="$PEER_DIR/bin"
 case "${PEER_SIMD:-}" in
-  "") targets="llama-server llama-bench llama-quantize"; simd_flags=(-DGGML_NATIVE=ON) ;;
-  avx2) targets="llama-bench"
+  "") targets="llama-server llama-bench llama-batched-bench llama-quantize"; simd_flags=(-DGGML_NATIVE=ON) ;;
+  avx2) targets="llama-bench llama-batched-bench"
         simd_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
                     -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF) ;;
   *) echo "build-llama-cpp: PEER_SIMD must be empty (native) or avx2, got '$PEER_SIMD'" >&2; exit 2 ;;
@@ -49,4 +50,4 @@ cmake -S "$src" -B "$PEER_DIR/build" -DCMAKE_BUILD_TYPE=Release "${simd_flags[@]
 cmake --build "$PEER_DIR/build" -j "$JOBS" --target $targets > "$PEER_DIR/build.log"
 mkdir -p "$bin"
 for t in $targets; do cp "$PEER_DIR/build/bin/$t" "$bin/"; done
-echo "build-llama-cpp: $bin/llama-bench $("$bin/llama-bench" --version 2>&1 | head -1)" >&2
+echo "build-llama-cpp: built $targets in $bin" >&2

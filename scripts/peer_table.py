@@ -3,10 +3,12 @@
 the side-by-side markdown table of docs/benchmarks.md (scripts/bench-peer.sh calls it).
 
   peer_table.py --llama PREFILL.json --llama DECODE.json --oal OAL.json
+  peer_table.py --llama SWEEP.jsonl --oal OAL.json   # llama-batched-bench --output-format jsonl
 
-Prefill rows: tokens/s for N prompt tokens (llama-bench -p N; oal prefill N). Decode
-rows: ms per generated token after a context of D tokens (llama-bench -n 32 -d D; oal
-decode at context D). Both sides' numbers are medians of their repeats (llama-bench's
+Prefill rows: tokens/s for N prompt tokens (llama-bench -p N, or llama-batched-bench's
+prefill of pp = N; oal prefill N). Decode rows: ms per generated token after a context
+of D tokens (llama-bench -n 32 -d D, or llama-batched-bench's 32 tokens generated after
+its prefill of pp = D; oal decode at context D). Both sides' numbers are medians of their repeats (llama-bench's
 samples_ts, oal's ms_median). The ratio column is llama.cpp time / oal time (> 1: oal
 faster).
 """
@@ -15,9 +17,24 @@ import json
 import statistics
 
 
+def sweep_rows(path, out):
+    """llama-batched-bench's JSONL: one line per pp, its prefill and its decode at depth pp."""
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r["pl"] != 1:
+                raise SystemExit(f"peer_table: {path}: expected one sequence (-npl 1), got pl={r['pl']}")
+            tool = {"cpu": "the same machine", "commit": "llama-batched-bench"}
+            out[("prefill", r["pp"])] = {"tokens_per_s": r["speed_pp"], "ms": 1e3 * r["t_pp"], **tool}
+            out[("decode", r["pp"])] = {"tokens_per_s": r["speed_tg"], "ms": 1e3 * r["t_tg"] / r["tg"], **tool}
+
+
 def llama_rows(paths):
     out = {}
     for p in paths:
+        if p.endswith(".jsonl"):
+            sweep_rows(p, out)
+            continue
         with open(p) as f:
             for r in json.load(f):
                 ts = statistics.median(r.get("samples_ts") or [r["avg_ts"]])
@@ -44,8 +61,11 @@ def main():
             variants.append(r["variant"])
     by = {(r["variant"], r["mode"], r["n"]): r for r in oal["rows"]}
     some = next(iter(peer.values()), {})
+    ubatch = oal.get("ubatch", 0)  # runs before --ubatch prefilled the whole prompt
     print(f"model: {oal['model']} ({oal['parameters'] / 1e6:.1f}M parameters); "
-          f"oal kernels {oal['kernels_isa']}, {oal['machine']['threads']} threads on "
+          f"oal kernels {oal['kernels_isa']}, KV cache {oal.get('kv_cache', 'f32')}, prefill "
+          f"{'ubatch ' + str(ubatch) if ubatch else 'whole prompt'}, "
+          f"{oal['machine']['threads']} threads on "
           f"{oal['machine']['cpu']}; llama.cpp {some.get('commit', '?')} on {some.get('cpu', '?')}\n")
     head = "| mode | N / context | llama.cpp | " + " | ".join(f"oal {v}" for v in variants) + \
            " | " + " | ".join(f"ratio {v}" for v in variants) + " |"
