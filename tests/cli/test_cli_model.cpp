@@ -268,6 +268,14 @@ TEST(CliModel, GenerateOnTheRealGgufInEveryWeightFormat) {
   const CliResult bad_kv = oal_run(base + " --kv-cache q4");
   EXPECT_EQ(bad_kv.status, 105) << bad_kv.err;
   EXPECT_NE(bad_kv.err.find("--kv-cache"), std::string::npos) << bad_kv.err;
+  // The prompt prefilled two tokens at a time is the same prefill (fp32 summation order
+  // aside: tests/model/test_transformer.cpp), so greedy decoding gives the same text.
+  const CliResult ub = oal_run(base + " --ubatch 2");
+  ASSERT_EQ(ub.status, 0) << ub.err;
+  EXPECT_EQ(ub.out, stored.out);
+  const CliResult bad_ub = oal_run(base + " --ubatch -3");
+  EXPECT_EQ(bad_ub.status, 105) << bad_ub.err;
+  EXPECT_NE(bad_ub.err.find("--ubatch"), std::string::npos) << bad_ub.err;
 }
 
 TEST(CliModel, CaptureWritesReadableFile) {

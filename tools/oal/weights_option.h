@@ -37,7 +37,7 @@ inline void add_ubatch_option(CLI::App& app, model::TransformerOptions& o) {
                  "Prefill a prompt in ubatches of this many tokens, each through every layer "
                  "before the next (activations O(ubatch), as llama.cpp); 0 = the whole prompt "
                  "at once")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
       ->default_val(512);
 }
 
