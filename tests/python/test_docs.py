@@ -45,8 +45,8 @@ def expand_braces(pattern):
 
 def test_paths_named_in_the_docs_exist():
     # Files move (eval/demo_* went to demo/, train/convert to convert/), and a doc that
-    # names a file's old place points the reader at nothing. Placeholders such as
-    # <module> are not paths and are skipped.
+    # names a file's old place points the reader at nothing. Names with angle brackets
+    # (<module>) stand for any module, not a file, and are skipped.
     docs = sorted((SOURCE_DIR / "docs").glob("*.md")) + [SOURCE_DIR / "README.md"]
     missing = []
     for doc in docs:

@@ -30,9 +30,9 @@ inline void add_weights_option(CLI::App& app, model::TransformerOptions& o) {
       ->default_str("f32");
 }
 
-// Sets o.ubatch to 512 (llama.cpp's default) unless the user says otherwise.
+// --ubatch, 512 (llama.cpp's default) unless the user says otherwise (default_val
+// assigns it to o.ubatch when the option is added).
 inline void add_ubatch_option(CLI::App& app, model::TransformerOptions& o) {
-  o.ubatch = 512;
   app.add_option("--ubatch", o.ubatch,
                  "Prefill a prompt in ubatches of this many tokens, each through every layer "
                  "before the next (activations O(ubatch), as llama.cpp); 0 = the whole prompt "

@@ -95,17 +95,13 @@ BenchMethod softmax_common(const BenchShape& s, std::string name) {
   return m;
 }
 
-// The flash kernel's GEMMs (kernels/cpu/flash_softmax.cpp, default blocks): scores
-// rows x keys x D and their product with V, rows x Dv x keys, for every visible
-// query-key pair (the FLOP model's split between D and Dv). rows = a query block, with
-// query heads of a KV group stacked when N is shorter than the block (as the kernel's
-// plan_items does); keys = a key block.
+// The flash kernel's GEMMs at its default blocks, as it tiles the call (flash_tiling):
+// scores rows x keys x D and their product with V, rows x Dv x keys, for every visible
+// query-key pair (the FLOP model's split between D and Dv).
 std::vector<GemmWork> flash_prefill_gemms(const BenchShape& s, int64_t n) {
   const kc::FlashOptions f;
-  const int64_t group = s.q_heads / s.kv_heads;
-  int64_t heads = std::clamp<int64_t>(f.q_block / n, 1, group);
-  while (group % heads != 0) --heads;
-  const int64_t rows = std::min(f.q_block, n) * heads, keys = std::min(f.k_block, n);
+  const kc::FlashTiling t = kc::flash_tiling(dims_of(s, n, n), f);
+  const int64_t rows = t.block * t.heads, keys = std::min(f.k_block, n);
   const double per_dim = softmax_prefill_flops(s, n) / (2.0 * s.dim + 2.0 * s.value_dim);
   return {{{rows, keys, s.dim}, 2.0 * s.dim * per_dim},
           {{rows, s.value_dim, keys}, 2.0 * s.value_dim * per_dim}};

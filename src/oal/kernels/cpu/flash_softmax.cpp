@@ -62,9 +62,9 @@ struct Items {
 
 Items plan_items(const AttentionDims& d, const FlashOptions& opt) {
   Items it;
-  it.block = std::min(opt.q_block, d.q_len);
-  it.heads = std::clamp<int64_t>(opt.q_block / std::max<int64_t>(d.q_len, 1), 1, d.group_size());
-  while (d.group_size() % it.heads != 0) --it.heads;
+  const FlashTiling t = flash_tiling(d, opt);
+  it.block = t.block;
+  it.heads = t.heads;
   it.n_hb = d.group_size() / it.heads;
   it.n_qb = (d.q_len + it.block - 1) / it.block;
   return it;
@@ -177,6 +177,14 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace oal::kernels::cpu {
 HWY_EXPORT(flash_kt);
+
+FlashTiling flash_tiling(const AttentionDims& d, const FlashOptions& opt) {
+  FlashTiling t;
+  t.block = std::min(opt.q_block, d.q_len);
+  t.heads = std::clamp<int64_t>(opt.q_block / std::max<int64_t>(d.q_len, 1), 1, d.group_size());
+  while (d.group_size() % t.heads != 0) --t.heads;
+  return t;
+}
 
 void flash_softmax_kt_f32(const AttentionDims& dims, const float* q, const float* kt,
                           int64_t ldkt, const float* v, int64_t v_rows, float* y,

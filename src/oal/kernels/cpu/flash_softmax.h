@@ -15,6 +15,15 @@ struct FlashOptions {
   int threads = 0;       // 0 = ATen's thread count
 };
 
+// How a call is cut into work items: `heads` query heads of one KV group stacked over a
+// query block of `block` positions (several heads only when T is shorter than q_block,
+// e.g. decode), so each item's score GEMM is (block · heads) x min(k_block, S) x D and its
+// value GEMM (block · heads) x Dv x min(k_block, S). oal bench's GEMM model reads it.
+struct FlashTiling {
+  int64_t heads = 1, block = 64;
+};
+FlashTiling flash_tiling(const AttentionDims& dims, const FlashOptions& opt);
+
 // y = softmax(scale · q kᵀ + causal mask) v per query head; fp32 in/out, contiguous
 // (see AttentionDims), fp32 accumulation. Work items are (batch, head, query block),
 // handed out longest first. Scratch: one Kᵀ copy per KV head plus O(q_block · (k_block
