@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "fuzz_input.h"
-#include "oal/attention/kernel_json.h"
+#include "oal/attention/oal/kernel_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto dir = oal::fuzz::fresh_dir();

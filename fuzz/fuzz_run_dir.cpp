@@ -2,6 +2,7 @@
 // partial run (`oal merge-calibration`, which reads the "shard" block); input parts:
 // calibration.json, kernels-oal.json, kernels-global.json, baselines.safetensors.
 #include "fuzz_input.h"
+#include "oal/attention/method_store.h"
 #include "oal/calib/run_dir.h"
 #include "oal/calib/run_merge.h"
 
@@ -10,7 +11,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   oal::fuzz::write_parts(dir, data, size,
                          {"calibration.json", "kernels-oal.json", "kernels-global.json",
                           "baselines.safetensors"});
-  oal::fuzz::expect_only_oal_errors([&] { (void)oal::calib::read_run(dir); });
+  oal::fuzz::expect_only_oal_errors([&] { (void)oal::attn::read_method_store(dir); });
   oal::fuzz::expect_only_oal_errors([&] { oal::calib::merge_runs({dir}, dir / "merged"); });
   return 0;
 }

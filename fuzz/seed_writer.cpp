@@ -13,7 +13,7 @@
 
 #include "fuzz_input.h"
 #include "oal/analysis/analysis_json.h"
-#include "oal/attention/kernel_json.h"
+#include "oal/attention/oal/kernel_json.h"
 #include "oal/attention/registry.h"
 #include "oal/calib/run_dir.h"
 #include "oal/convert/convert.h"
@@ -21,12 +21,12 @@
 #include "oal/io/gguf_writer.h"
 #include "oal/io/safetensors.h"
 #include "oal/model/gguf_export.h"
-#include "oal/text/gguf_tokenizer.h"
 #include "oal/model/hybrid.h"
 #include "oal/model/synthetic.h"
+#include "oal/text/gguf_tokenizer.h"
 #include "oal/train/checkpoint.h"
-#include "oal/train/trainer_state.h"
 #include "oal/train/optimizer.h"
+#include "oal/train/trainer_state.h"
 
 namespace fs = std::filesystem;
 namespace {
@@ -117,7 +117,7 @@ fs::path write_run_seed(const fs::path& out, const fs::path& scratch) {
   result.kernels["oal"] = tiny_kernels(2);
   result.kernels["global"] = tiny_kernels(2);
   for (int64_t layer = 0; layer < 2; ++layer) {
-    oal::calib::LayerMethods lm{layer, {}};
+    oal::attn::LayerMethods lm{layer, {}};
     const oal::attn::MethodShape shape{layer, 2, 1, 8};
     for (const auto& m : methods)
       lm.methods[m] = oal::attn::make_method(m, shape, 7,

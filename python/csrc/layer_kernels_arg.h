@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "oal/attention/quadratic.h"
+#include "oal/attention/oal/quadratic.h"
 
 namespace oal::python {
 

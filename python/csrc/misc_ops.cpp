@@ -22,13 +22,13 @@
 #include <string>
 #include <vector>
 
-#include "oal/attention/kernel_blocker.h"
-#include "oal/attention/kernel_json.h"
-#include "oal/attention/quadratic.h"
-#include "oal/attention/softmax.h"
+#include "oal/attention/oal/kernel_json.h"
+#include "oal/attention/oal/quadratic.h"
+#include "oal/attention/simd_path.h"
+#include "oal/attention/softmax/softmax.h"
 #include "oal/core/error.h"
-#include "oal/kernels/cpu/gemm_choice.h"
-#include "oal/kernels/cpu/isa.h"
+#include "oal/simd/gemm_choice.h"
+#include "oal/simd/isa.h"
 
 namespace oal::python {
 namespace {
@@ -45,7 +45,7 @@ struct SoftmaxFn : public torch::autograd::Function<SoftmaxFn> {
                             const at::Tensor& v, c10::optional<double> scale) {
     ctx->save_for_backward({q, k, v});
     ctx->saved_data["scale"] = scale.has_value() ? c10::IValue(*scale) : c10::IValue();
-    if (attn::kernel_blocker(q, k, v).empty())
+    if (attn::simd_blocker(q, k, v).empty())
       return attn::softmax_attention_flash(q, k, v, scale_of(scale));
     return attn::softmax_attention_tiled(q, k, v, 128, scale_of(scale));
   }
@@ -75,8 +75,8 @@ at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at:
 }
 
 void apply_env() {
-  kernels::cpu::apply_simd_env();
-  kernels::cpu::apply_gemm_env();
+  simd::apply_simd_env();
+  simd::apply_gemm_env();
 }
 
 at::Tensor taylor_lower(int64_t num_groups, double eps) {

@@ -9,8 +9,8 @@
 //   oal::step(q, k, v, group_of, L, eps, state) -> (y, state')
 //       one token: q [B, Hq, D], k [B, Hkv, D], v [B, Hkv, Dv] -> y [B, Hq, Dv]
 //       (the fused decode kernel of attn::HdDecodeState).
-//   oal::kernel_path(q, k, v, state?) -> str
-//       which path the forward takes for these inputs, e.g. "kernel (avx2)".
+//   oal::simd_path(q, k, v, state?) -> str
+//       which path the forward takes for these inputs, e.g. "simd (avx2)".
 //   oal::reference(q, k, v, group_of, L, eps, kind) -> y
 //       the C++ references: kind "pairwise" (O(T²), factored weights), "recurrent"
 //       (token by token, Eq. 5-6) or "aten" (the chunked ATen code, chunk 64).
@@ -31,9 +31,9 @@
 #include <vector>
 
 #include "layer_kernels_arg.h"
-#include "oal/attention/hd.h"
-#include "oal/attention/hd_reference.h"
-#include "oal/attention/kernel_blocker.h"
+#include "oal/attention/oal/hd.h"
+#include "oal/attention/oal/hd_reference.h"
+#include "oal/attention/simd_path.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
 
@@ -162,7 +162,7 @@ std::tuple<at::Tensor, at::Tensor> oal_step(const at::Tensor& q, const at::Tenso
   return {out[0], out[1]};
 }
 
-std::string oal_kernel_path(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+std::string oal_simd_path(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const c10::optional<at::Tensor>& state) {
   // The ops' forward runs without recording (the graph is rebuilt in backward), so
   // only devices and dtypes decide, not whether q, k, v or L require gradients.
@@ -170,7 +170,7 @@ std::string oal_kernel_path(const at::Tensor& q, const at::Tensor& k, const at::
   attn::LayerKernels lk;
   attn::HdState st;
   st.S = state.has_value() ? *state : at::zeros({1}, q.options().dtype(at::kFloat));
-  return attn::kernel_path(attn::hd_kernel_blocker(q, k, v, lk, st, {}));
+  return attn::simd_path(attn::hd_simd_blocker(q, k, v, lk, st, {}));
 }
 
 at::Tensor oal_reference(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -198,8 +198,8 @@ TORCH_LIBRARY(oal, m) {
   m.def("step(Tensor q, Tensor k, Tensor v, Tensor group_of, Tensor L, float eps, "
         "Tensor state) -> (Tensor, Tensor)",
         &oal::python::oal_step);
-  m.def("kernel_path(Tensor q, Tensor k, Tensor v, Tensor? state=None) -> str",
-        &oal::python::oal_kernel_path);
+  m.def("simd_path(Tensor q, Tensor k, Tensor v, Tensor? state=None) -> str",
+        &oal::python::oal_simd_path);
   m.def("reference(Tensor q, Tensor k, Tensor v, Tensor group_of, Tensor L, float eps, "
         "str kind) -> Tensor",
         &oal::python::oal_reference);

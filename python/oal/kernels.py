@@ -2,7 +2,7 @@
 
 ``load_kernels(path)`` reads our format ("oal-kernels", docs/formats.md) and the
 official release layout of the paper's authors (e.g. their Qwen2.5-0.5B coefficients);
-the C++ core parses and validates both (src/oal/attention/kernel_json.h).
+the C++ core parses and validates both (src/oal/attention/oal/kernel_json.h).
 """
 import json
 import os

@@ -13,7 +13,7 @@ a state passed in is never modified, the new one is returned.
 
 Forward runs the C++ fast path (the CPU kernels for fp32/bf16 CPU tensors, else the
 ATen code); backward re-evaluates with the differentiable ATen code, so q, k, v, L and
-the state get gradients. ``kernel_path`` tells which forward path inputs take.
+the state get gradients. ``simd_path`` tells which forward path inputs take.
 """
 import torch
 
@@ -53,10 +53,19 @@ def softmax_attention(q, k, v, scale=None):
 
 
 @translated
+def simd_path(q, k, v, state=None):
+    """The forward path these inputs take: "simd (<simd target>)" or
+    "reference (<why not the SIMD path>)"."""
+    return torch.ops.oal.simd_path(q, k, v, state)
+
+
 def kernel_path(q, k, v, state=None):
-    """The forward path these inputs take: "kernel (<simd target>)" or
-    "reference (<why not the kernel>)"."""
-    return torch.ops.oal.kernel_path(q, k, v, state)
+    """Deprecated name of :func:`simd_path` (in 0.1.0 "kernel" meant both the paper's
+    kernel and the SIMD code); warns and forwards."""
+    import warnings
+    warnings.warn("oal.kernel_path is deprecated; use oal.simd_path", DeprecationWarning,
+                  stacklevel=2)
+    return simd_path(q, k, v, state)
 
 
 @translated

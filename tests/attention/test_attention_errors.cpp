@@ -5,10 +5,10 @@
 #include <cmath>
 #include <limits>
 
-#include "oal/attention/hd.h"
-#include "oal/attention/hd_reference.h"
-#include "oal/attention/oal_method.h"
-#include "oal/attention/quadratic.h"
+#include "oal/attention/oal/hd.h"
+#include "oal/attention/oal/hd_reference.h"
+#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic.h"
 #include "test_util.h"
 
 namespace oal::attn {

@@ -7,11 +7,11 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
-#include "oal/attention/dijiang.h"
-#include "oal/attention/feature_linear.h"
-#include "oal/attention/performer.h"
-#include "oal/attention/spectraformer.h"
-#include "oal/attention/taylorshift.h"
+#include "oal/attention/baselines/dijiang.h"
+#include "oal/attention/baselines/feature_linear.h"
+#include "oal/attention/baselines/performer.h"
+#include "oal/attention/baselines/spectraformer.h"
+#include "oal/attention/baselines/taylorshift.h"
 #include "oal/core/error.h"
 
 namespace {

@@ -7,12 +7,12 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-#include "oal/attention/hd.h"
-#include "oal/attention/hd_reference.h"
-#include "oal/attention/kernel_blocker.h"
-#include "oal/attention/oal_method.h"
-#include "oal/attention/softmax.h"
-#include "oal/attention/softmax_method.h"
+#include "oal/attention/oal/hd.h"
+#include "oal/attention/oal/hd_reference.h"
+#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/simd_path.h"
+#include "oal/attention/softmax/softmax.h"
+#include "oal/attention/softmax/softmax_method.h"
 #include "test_util.h"
 
 namespace oal::attn {
@@ -37,7 +37,7 @@ TEST(KvCache, KernelStorageAttendsLikeTheNaiveReference) {
   auto& cache = dynamic_cast<SoftmaxKvCache&>(*cache_state);
   // Prime with 25 tokens (no attention), then decode the rest one by one.
   cache.absorb(q.narrow(2, 0, 25), k.narrow(2, 0, 25), v.narrow(2, 0, 25));
-  EXPECT_TRUE(cache.kernel_storage());
+  EXPECT_TRUE(cache.simd_storage());
   EXPECT_EQ(cache.tokens(), 25);
   const auto ref = softmax_attention_naive(q, k, v);
   for (int64_t t = 25; t < 40; ++t) {
@@ -54,14 +54,14 @@ TEST(KvCache, F16StorageHalvesTheBytesAndSnapshotsRestoreIntoIt) {
   auto state = method.new_state(1);
   auto& cache = dynamic_cast<SoftmaxKvCache&>(*state);
   const at::Tensor y = cache.extend(q.narrow(2, 0, 20), k.narrow(2, 0, 20), v.narrow(2, 0, 20));
-  EXPECT_TRUE(cache.kernel_storage());
+  EXPECT_TRUE(cache.simd_storage());
   EXPECT_EQ(cache.keys().scalar_type(), at::kHalf);
   EXPECT_EQ(cache.state_bytes(), 20 * 2 * (16 + 8) * 2) << "2 bytes per cached element";
   EXPECT_TRUE(at::equal(cache.keys(), k.narrow(2, 0, 20).to(at::kHalf)));
   // A restored copy continues exactly as the original: same storage, same numbers.
   auto copy = method.new_state(1);
   copy->restore(cache.snapshot());
-  EXPECT_TRUE(dynamic_cast<SoftmaxKvCache&>(*copy).kernel_storage());
+  EXPECT_TRUE(dynamic_cast<SoftmaxKvCache&>(*copy).simd_storage());
   EXPECT_EQ(copy->state_bytes(), cache.state_bytes());
   const auto rest = [&](DecodeState& s) {
     return s.extend(q.narrow(2, 20, 10), k.narrow(2, 20, 10), v.narrow(2, 20, 10));
@@ -99,7 +99,7 @@ TEST(KvCache, Fp64KeepsTensorStorage) {
   auto v = randn({1, 1, 9, 8}, 9, 1.0, at::kDouble);
   auto state = method.new_state(1);
   auto y = state->extend(q, k, v);
-  EXPECT_FALSE(dynamic_cast<SoftmaxKvCache&>(*state).kernel_storage());
+  EXPECT_FALSE(dynamic_cast<SoftmaxKvCache&>(*state).simd_storage());
   EXPECT_EQ(y.scalar_type(), at::kDouble);
   EXPECT_LT(rel_err(y, softmax_attention_naive(q, k, v)), 1e-12);
 }
@@ -108,9 +108,9 @@ TEST(EntryPoints, FlashRefusesWhatItCannotTakeAndPathsSayWhy) {
   auto q = randn({1, 2, 5, 8}, 10, 1.0, at::kDouble);
   oal::test::expect_error([&] { softmax_attention_flash(q, q.narrow(1, 0, 1), q.narrow(1, 0, 1)); },
                           {"softmax_attention_flash", "fp32 or bf16"});
-  EXPECT_EQ(kernel_path(kernel_blocker(q, q, q)).rfind("reference (dtype", 0), 0u);
+  EXPECT_EQ(simd_path(simd_blocker(q, q, q)).rfind("reference (dtype", 0), 0u);
   auto f = q.to(at::kFloat);
-  EXPECT_EQ(kernel_path(kernel_blocker(f, f, f)).rfind("kernel (", 0), 0u);
+  EXPECT_EQ(simd_path(simd_blocker(f, f, f)).rfind("simd (", 0), 0u);
 }
 
 TEST(OalPlanCache, RebuildsWhenLChangesAndOnlyThen) {
@@ -119,7 +119,7 @@ TEST(OalPlanCache, RebuildsWhenLChangesAndOnlyThen) {
   auto q = f32({1, 4, 20, 8}, 11), k = f32({1, 2, 20, 8}, 12), v = f32({1, 2, 20, 8}, 13);
   const auto& cache = m.options().plan_cache;
   ASSERT_TRUE(cache);
-  ASSERT_EQ(kernel_blocker(q, k, v), "");
+  ASSERT_EQ(simd_blocker(q, k, v), "");
   auto y0 = m.forward(q, k, v);
   const auto plan0 = cache->get(m.kernels());
   EXPECT_EQ(cache->get(m.kernels()).get(), plan0.get()) << "unchanged kernels reuse the plan";
@@ -154,19 +154,19 @@ TEST(HdDispatch, BlockerNamesWhyTheKernelCannotRun) {
   auto q = randn({1, 2, 5, 4}, 1, 0.5, at::kFloat), k = randn({1, 1, 5, 4}, 2, 0.5, at::kFloat);
   auto v = randn({1, 1, 5, 3}, 3, 1.0, at::kFloat);
   auto st = HdState::zeros(1, 1, 4, 3);
-  EXPECT_EQ(hd_kernel_blocker(q, k, v, lk, st, {}), "");
-  EXPECT_NE(hd_kernel_blocker(q, k, v, lk, st, HdOptions{.chunk = 64, .backend = HdBackend::aten}).find("ATen"),
+  EXPECT_EQ(hd_simd_blocker(q, k, v, lk, st, {}), "");
+  EXPECT_NE(hd_simd_blocker(q, k, v, lk, st, HdOptions{.chunk = 64, .backend = HdBackend::aten}).find("ATen"),
             std::string::npos);
   auto st64 = HdState::zeros(1, 1, 4, 3, at::kDouble);
-  EXPECT_NE(hd_kernel_blocker(q.to(at::kDouble), k.to(at::kDouble), v.to(at::kDouble), lk,
+  EXPECT_NE(hd_simd_blocker(q.to(at::kDouble), k.to(at::kDouble), v.to(at::kDouble), lk,
                               st64, {})
                 .find("dtype"),
             std::string::npos);
   auto qg = q.clone().set_requires_grad(true);
-  EXPECT_NE(hd_kernel_blocker(qg, k, v, lk, st, {}).find("autograd"), std::string::npos);
+  EXPECT_NE(hd_simd_blocker(qg, k, v, lk, st, {}).find("autograd"), std::string::npos);
   {
     c10::NoGradGuard no_grad;  // inference on a trainable input: the kernel may run
-    EXPECT_EQ(hd_kernel_blocker(qg, k, v, lk, st, {}), "");
+    EXPECT_EQ(hd_simd_blocker(qg, k, v, lk, st, {}), "");
   }
   // Gradients still flow through the automatic backend (it takes the ATen path).
   auto y = hd_chunked(qg, k, v, lk).y;

@@ -4,9 +4,9 @@
 
 #include <cmath>
 
-#include "oal/attention/hd.h"
-#include "oal/attention/hd_reference.h"
-#include "oal/attention/oal_method.h"
+#include "oal/attention/oal/hd.h"
+#include "oal/attention/oal/hd_reference.h"
+#include "oal/attention/oal/oal_method.h"
 #include "test_util.h"
 
 namespace oal::attn {
@@ -100,7 +100,7 @@ TEST(HdState, LayoutIsH0H1PackedH2) {
   auto lk = LayerKernels::from(oal::test::random_kernels(1, d, 2, 61));
   auto in = make_inputs(1, 1, 1, N, d, dv, 71);
   auto st = hd_chunked(in.q, in.k, in.v, lk, {.chunk = 4}).state;
-  ASSERT_EQ(st.S.sizes(), (std::vector<int64_t>{1, 1, kernels::cpu::oal_feature_dim(d), dv + 1}));
+  ASSERT_EQ(st.S.sizes(), (std::vector<int64_t>{1, 1, simd::oal_feature_dim(d), dv + 1}));
   EXPECT_EQ(st.dim(), d);
   EXPECT_EQ(st.value_dim(), dv);
   auto k = in.k[0][0], u = at::cat({in.v[0][0], at::ones({N, 1}, at::kDouble)}, 1);
@@ -117,7 +117,7 @@ TEST(HdState, LayoutIsH0H1PackedH2) {
       EXPECT_EQ(p, r * d - r * (r - 1) / 2 + (t - r));
     }
   EXPECT_EQ(p, d * (d + 1) / 2);
-  EXPECT_EQ(st.bytes(), kernels::cpu::oal_feature_dim(d) * (dv + 1) * 8);
+  EXPECT_EQ(st.bytes(), simd::oal_feature_dim(d) * (dv + 1) * 8);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "common/shared_data.h"
-#include "oal/attention/kernel_json.h"
+#include "oal/attention/oal/kernel_json.h"
 #include "test_util.h"
 
 namespace oal::attn {

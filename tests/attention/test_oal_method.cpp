@@ -3,9 +3,9 @@
 
 #include <c10/core/GradMode.h>
 
-#include "oal/attention/hd.h"
-#include "oal/attention/hd_reference.h"
-#include "oal/attention/oal_method.h"
+#include "oal/attention/oal/hd.h"
+#include "oal/attention/oal/hd_reference.h"
+#include "oal/attention/oal/oal_method.h"
 #include "test_util.h"
 
 namespace oal::attn {
@@ -35,7 +35,7 @@ TEST(QuadraticAttention, NameForwardAndDecode) {
     parts.push_back(st->step(q.select(2, t), k.select(2, t), v.select(2, t)).unsqueeze(2));
   EXPECT_LT(rel_err(at::cat(parts, 2), y), 1e-11);
   EXPECT_EQ(st->tokens(), 21);
-  EXPECT_EQ(st->state_bytes(), 2 * 3 * kernels::cpu::oal_feature_dim(8) * 9 * 8);
+  EXPECT_EQ(st->state_bytes(), 2 * 3 * simd::oal_feature_dim(8) * 9 * 8);
   // kernels survive the trip into the method and back
   auto back = oal.to_kernels();
   for (size_t h = 0; h < kernels.size(); ++h)

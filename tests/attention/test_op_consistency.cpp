@@ -17,22 +17,22 @@
 #include <string>
 #include <vector>
 
-#include "oal/attention/hd.h"
-#include "oal/attention/hd_reference.h"
+#include "oal/attention/oal/hd.h"
+#include "oal/attention/oal/hd_reference.h"
 #include "oal/attention/qkv_shape.h"
-#include "oal/attention/softmax.h"
-#include "oal/attention/softmax_method.h"
-#include "oal/kernels/cpu/flash_softmax.h"
-#include "oal/kernels/cpu/isa.h"
-#include "oal/kernels/cpu/oal_decode.h"
-#include "oal/kernels/cpu/oal_plan.h"
-#include "oal/kernels/cpu/oal_prefill.h"
+#include "oal/attention/softmax/softmax.h"
+#include "oal/attention/softmax/softmax_method.h"
+#include "oal/simd/flash_softmax.h"
+#include "oal/simd/isa.h"
+#include "oal/simd/oal_decode.h"
+#include "oal/simd/oal_plan.h"
+#include "oal/simd/oal_prefill.h"
 #include "test_util.h"
 
 namespace oal::attn {
 namespace {
 
-namespace kc = oal::kernels::cpu;
+namespace kc = oal::simd;
 using oal::test::randn;
 using oal::test::rel_err;
 

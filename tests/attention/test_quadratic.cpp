@@ -4,9 +4,9 @@
 
 #include <cmath>
 
-#include "oal/attention/hd.h"
-#include "oal/attention/hd_reference.h"
-#include "oal/attention/quadratic.h"
+#include "oal/attention/oal/hd.h"
+#include "oal/attention/oal/hd_reference.h"
+#include "oal/attention/oal/quadratic.h"
 #include "test_util.h"
 
 namespace oal::attn {

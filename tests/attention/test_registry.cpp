@@ -3,10 +3,10 @@
 // `kind` matches the class a method builds.
 #include <gtest/gtest.h>
 
-#include "oal/attention/feature_method.h"
-#include "oal/attention/oal_method.h"
+#include "oal/attention/baselines/feature_method.h"
+#include "oal/attention/oal/oal_method.h"
 #include "oal/attention/registry.h"
-#include "oal/attention/softmax_method.h"
+#include "oal/attention/softmax/softmax_method.h"
 
 namespace attn = oal::attn;
 

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "oal/attention/softmax.h"
-#include "oal/attention/softmax_method.h"
+#include "oal/attention/softmax/softmax.h"
+#include "oal/attention/softmax/softmax_method.h"
 #include "oal/core/error.h"
 #include "test_util.h"
 

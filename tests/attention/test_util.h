@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "oal/attention/quadratic.h"
+#include "oal/attention/oal/quadratic.h"
 #include "oal/core/error.h"
 
 namespace oal::test {

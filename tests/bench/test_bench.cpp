@@ -9,7 +9,7 @@
 #include "oal/bench/bench.h"
 #include "oal/bench/bench_methods.h"
 #include "oal/core/error.h"
-#include "oal/kernels/cpu/oal_plan.h"
+#include "oal/simd/oal_plan.h"
 
 namespace oal::bench {
 namespace {
@@ -47,12 +47,12 @@ TEST(Bench, SmallRunReportsEveryCellWithConsistentSizes) {
     EXPECT_LE(row.ms_min, row.ms_median);
     EXPECT_GE(row.ms_max, row.ms_median);
     // The path each row ran: fp32 CPU inputs take the kernels; baselines are ATen code.
-    const std::string want = row.method == "taylorshift" ? "aten" : "kernel (";
+    const std::string want = row.method == "taylorshift" ? "aten" : "simd (";
     EXPECT_EQ(row.note.rfind(want, 0), 0u) << row.method << ": " << row.note;
   }
   // OAL's state is Df x (Dv + 1) fp32 per KV head whatever the context; the softmax KV
   // cache is N x (D + Dv) per KV head and doubles with N.
-  const int64_t oal_state = 2 * kernels::cpu::oal_feature_dim(16) * 17 * 4;
+  const int64_t oal_state = 2 * simd::oal_feature_dim(16) * 17 * 4;
   EXPECT_EQ(find(r, "oal", "decode", 32).state_bytes, oal_state);
   EXPECT_EQ(find(r, "oal", "decode", 64).state_bytes, oal_state);
   EXPECT_GT(find(r, "softmax-flash", "decode", 64).state_bytes,
@@ -62,7 +62,7 @@ TEST(Bench, SmallRunReportsEveryCellWithConsistentSizes) {
   EXPECT_GT(find(r, "softmax-flash", "prefill", 64).gflops, 0.0);
   EXPECT_EQ(find(r, "taylorshift", "prefill", 64).gflops, 0.0);
   EXPECT_GT(r.gemm_gflops_fp32, 0.0);
-  EXPECT_GT(r.gemm_gflops_kernels, 0.0);
+  EXPECT_GT(r.gemm_gflops_simd, 0.0);
   // The own-shape GEMM fraction likewise (a positive share of a measured time).
   EXPECT_GT(find(r, "oal", "prefill", 64).own_gemm_fraction, 0.0);
   EXPECT_GT(find(r, "softmax-flash", "prefill", 64).own_gemm_fraction, 0.0);

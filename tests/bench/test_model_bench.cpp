@@ -5,9 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "oal/core/error.h"
 #include "oal/bench/model_bench.h"
-#include "oal/kernels/cpu/oal_plan.h"
+#include "oal/core/error.h"
+#include "oal/simd/oal_plan.h"
 #include "common/tiny_model.h"
 
 namespace oal::bench {
@@ -46,7 +46,7 @@ TEST(ModelBench, VariantsCellsAndStates) {
   EXPECT_GT(find(r, "oal", "prefill", 16).gflops, 0.0);
   // Every layer's state: OAL Df x (Dv + 1) fp32 per KV head, constant in the context;
   // softmax N x (D + Dv) fp32 per KV head (the kernel cache), plus the decoded tokens.
-  const int64_t oal_layer = kernels::cpu::oal_feature_dim(8) * 9 * 4;
+  const int64_t oal_layer = simd::oal_feature_dim(8) * 9 * 4;
   EXPECT_EQ(find(r, "oal", "decode", 8).state_bytes, 5 * oal_layer);
   EXPECT_EQ(find(r, "oal", "decode", 32).state_bytes, 5 * oal_layer);
   const int64_t steps = 2 + 2;  // warm-up + timed tokens

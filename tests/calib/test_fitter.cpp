@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <set>
 
+#include "oal/attention/oal/oal_method.h"
 #include "oal/attention/registry.h"
-#include "oal/attention/oal_method.h"
-#include "oal/attention/softmax_method.h"
+#include "oal/attention/softmax/softmax_method.h"
 #include "oal/calib/adam.h"
 #include "oal/calib/block_split.h"
 #include "oal/calib/calibrate.h"
@@ -236,7 +236,7 @@ TEST(Calibrate, SelectsBestInitialisationPerHeadAndBuildsEveryMethod) {
   auto dir = std::filesystem::temp_directory_path() / "oal_test_calib_run";
   std::filesystem::remove_all(dir);
   calib::write_run(dir, r, o, {"model", "text", T, {}});
-  auto loaded = calib::read_run(dir);
+  auto loaded = attn::read_method_store(dir);
   ASSERT_EQ(loaded.layers.size(), 1u);
   for (const auto& [name, m] : r.layers[0].methods) {
     auto a = m->forward(q, k, v), b = loaded.layers[0].methods.at(name)->forward(q, k, v);

@@ -1,6 +1,7 @@
 // Malformed calibration run directories (found by fuzz/fuzz_run_dir): whatever
-// calibration.json holds, read_run fails with oal::Error("[calibration_run] ...") naming
-// the file, never with a JSON library exception.
+// calibration.json holds, attn::read_method_store (which reads run directories and
+// converted models' oal_attention/ alike) fails with oal::Error("[calibration_run] ...")
+// naming the file, never with a JSON library exception.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -8,7 +9,7 @@
 #include <string>
 
 #include "common/temp_dir.h"
-#include "oal/calib/run_dir.h"
+#include "oal/attention/method_store.h"
 #include "oal/calib/run_merge.h"
 #include "oal/core/error.h"
 
@@ -27,11 +28,11 @@ std::string outcome(const std::function<void()>& fn, const std::string& success)
   return success;
 }
 
-// read_run over a directory whose calibration.json is `text`; the error message.
+// read_method_store over a directory whose calibration.json is `text`; the error message.
 std::string read_run_error(const std::string& text) {
   const auto dir = oal::test::make_temp_dir("run_dir_inputs");
   oal::test::write_file(dir / "calibration.json", text);
-  const std::string message = outcome([&] { oal::calib::read_run(dir); }, "no error");
+  const std::string message = outcome([&] { oal::attn::read_method_store(dir); }, "no error");
   std::filesystem::remove_all(dir);
   return message;
 }
@@ -76,7 +77,7 @@ TEST(RunDirInputs, ValidMinimalRunStillLoads) {
   const auto dir = oal::test::make_temp_dir("run_dir_inputs");
   oal::test::write_file(dir / "calibration.json",
                         "{" + k_head + R"(, "methods": ["softmax"], "seed": 1, "layers": [{"layer": 0}]})");
-  const auto run = oal::calib::read_run(dir);
+  const auto run = oal::attn::read_method_store(dir);
   ASSERT_EQ(run.layers.size(), 1u);
   EXPECT_EQ(run.methods, std::vector<std::string>{"softmax"});
   std::filesystem::remove_all(dir);

@@ -17,7 +17,7 @@
 
 #include "cli_runner.h"
 #include "common/shared_data.h"
-#include "oal/attention/kernel_json.h"
+#include "oal/attention/oal/kernel_json.h"
 
 namespace fs = std::filesystem;
 

@@ -10,38 +10,37 @@
 #include <vector>
 
 #include "common/temp_dir.h"
-#include "oal/attention/oal_method.h"
-#include "oal/attention/quadratic.h"
-#include "oal/attention/taylorshift.h"
-#include "oal/calib/run_dir.h"
+#include "oal/attention/baselines/taylorshift.h"
+#include "oal/attention/method_store.h"
+#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic.h"
+#include "oal/convert/convert.h"
 #include "oal/core/error.h"
 #include "oal/io/json_file.h"
+#include "oal/model/converted.h"
+#include "oal/model/fingerprint.h"
 #include "oal/model/hybrid.h"
 #include "oal/model/transformer.h"
-#include "oal/model/fingerprint.h"
-#include "oal/convert/convert.h"
 #include "common/tiny_model.h"
 
 namespace oal::convert {
 namespace {
 
-// A calibration run of `weights` holding Taylor-initialised OAL kernels for layer 1.
+// A calibration run (its method store) of `weights` holding Taylor-initialised OAL
+// kernels for layer 1.
 void write_oal_run(const std::filesystem::path& dir, const model::ModelWeights& weights) {
   const auto& c = weights.config;
   std::vector<attn::QuadraticKernel> heads;
   for (int64_t h = 0; h < c.num_heads; ++h)
     heads.push_back(attn::QuadraticKernel::taylor({{0, 1, 2, 3, 4, 5}, {6, 7}}));
-  calib::CalibrationResult res;
-  res.kernels["oal"].head_dim = c.head_dim;
-  res.kernels["oal"].layers[1] = heads;
-  res.layers.push_back({1, {{"oal", std::make_shared<attn::QuadraticAttention>(
+  attn::MethodStore run;
+  run.methods = {"oal"};
+  run.kernels["oal"].head_dim = c.head_dim;
+  run.kernels["oal"].layers[1] = heads;
+  run.layers.push_back({1, {{"oal", std::make_shared<attn::QuadraticAttention>(
                                         attn::QuadraticAttention::from_kernels(heads, {}, false))}}});
-  calib::CalibrationOptions opts;
-  opts.methods = {"oal"};
-  calib::RunInfo info;
-  info.model = "tiny";
-  info.fingerprint = model::model_fingerprint(weights);
-  calib::write_run(dir, res, opts, info);
+  run.meta = {{"model", "tiny"}, {"model_fingerprint", model::model_fingerprint(weights)}};
+  attn::write_method_store(dir, run);
 }
 
 // A run of `weights` for layer 1 holding OAL (groups {0..5}, {6, 7}; 3 + s + s²/2)
@@ -52,20 +51,17 @@ void write_two_method_run(const std::filesystem::path& dir, const model::ModelWe
   for (int64_t h = 0; h < c.num_heads; ++h) {
     heads.push_back(attn::QuadraticKernel::global({{0, 1, 2, 3, 4, 5}, {6, 7}}, 3.0, 1.0, 0.5));
   }
-  calib::CalibrationResult res;
-  res.kernels["oal"].head_dim = c.head_dim;
-  res.kernels["oal"].layers[1] = heads;
+  attn::MethodStore run;
+  run.methods = {"oal", "taylorshift"};
+  run.kernels["oal"].head_dim = c.head_dim;
+  run.kernels["oal"].layers[1] = heads;
   auto ts = std::make_shared<attn::TaylorShiftAttention>(
       at::full({c.num_heads}, 2.5, at::kFloat), c.num_kv_heads, c.head_dim);
-  res.layers.push_back({1, {{"oal", std::make_shared<attn::QuadraticAttention>(
+  run.layers.push_back({1, {{"oal", std::make_shared<attn::QuadraticAttention>(
                                         attn::QuadraticAttention::from_kernels(heads, {}, false))},
                             {"taylorshift", ts}}});
-  calib::CalibrationOptions opts;
-  opts.methods = {"oal", "taylorshift"};
-  calib::RunInfo info;
-  info.model = "tiny";
-  info.fingerprint = model::model_fingerprint(weights);
-  calib::write_run(dir, res, opts, info);
+  run.meta = {{"model", "tiny"}, {"model_fingerprint", model::model_fingerprint(weights)}};
+  attn::write_method_store(dir, run);
 }
 
 template <typename Fn>
@@ -168,13 +164,13 @@ TEST(ConvertedDir, MalformedMarkerIsANamedError) {
   model::apply_hybrid(t, methods_from_calibration(dir / "run", w, "oal", {1}, false));
   const auto conv = dir / "converted";
   export_converted(conv, w, t, "oal", {1}, "tiny", "");
-  ASSERT_NO_THROW(load_transformer(conv.string()));
+  ASSERT_NO_THROW(model::load_transformer(conv.string()));
   const nlohmann::json config = io::read_json_file(conv / "config.json", "test");
   auto with_marker = [&](const std::function<void(nlohmann::json&)>& edit) {
     nlohmann::json c = config;
     edit(c["oal_conversion"]);
     std::ofstream(conv / "config.json") << c.dump();
-    return error_of([&] { load_transformer(conv.string()); });
+    return error_of([&] { model::load_transformer(conv.string()); });
   };
   for (const auto& [what, edit] :
        std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>>{

@@ -3,7 +3,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
-#include "oal/attention/softmax_method.h"
+#include "oal/attention/softmax/softmax_method.h"
 #include "oal/core/error.h"
 #include "oal/linearize/fidelity.h"
 

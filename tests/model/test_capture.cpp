@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "model_test_util.h"
-#include "oal/attention/softmax.h"
+#include "oal/attention/softmax/softmax.h"
 #include "oal/core/error.h"
 #include "oal/io/safetensors.h"
 #include "oal/model/capture.h"

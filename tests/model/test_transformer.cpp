@@ -5,7 +5,7 @@
 
 #include "model_test_util.h"
 #include "oal/attention/registry.h"
-#include "oal/attention/softmax_method.h"
+#include "oal/attention/softmax/softmax_method.h"
 #include "oal/core/error.h"
 #include "oal/model/rope.h"
 #include "oal/model/transformer.h"

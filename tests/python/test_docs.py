@@ -20,7 +20,7 @@ def test_the_example_runs_as_written():
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "24 layers" in out.stdout
-    assert "path: kernel (" in out.stdout
+    assert "path: simd (" in out.stdout
     assert "decode step == prefill: True" in out.stdout
     assert "state: [1, 2, 2145, 65] 1089 KiB" in out.stdout
 

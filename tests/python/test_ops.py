@@ -34,11 +34,14 @@ def test_prefill_fp32_kernel_matches_references(B, Hq, Hkv, T, d, dv, chunk):
     for kind in ("pairwise", "recurrent", "aten"):
         got = oal.reference(q, k, v, group_of, L, 1e-6, kind)
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
-    assert oal.kernel_path(q, k, v).startswith("reference (dtype Double")
+    assert oal.simd_path(q, k, v).startswith("reference (dtype Double")
     qf, kf, vf = q.float(), k.float(), v.float()
     # The forward never records a graph (backward rebuilds it): training inputs that
     # require gradients take the kernel too.
-    assert oal.kernel_path(qf.requires_grad_(), kf, vf).startswith("kernel (")
+    assert oal.simd_path(qf.requires_grad_(), kf, vf).startswith("simd (")
+    # The 0.1.0 name still answers, with a DeprecationWarning.
+    with pytest.warns(DeprecationWarning, match="simd_path"):
+        assert oal.kernel_path(qf, kf, vf) == oal.simd_path(qf, kf, vf)
     y, state = oal.attention(qf, kf, vf, group_of, L, chunk=chunk)
     assert y.dtype == torch.float32 and y.shape == (B, Hq, T, dv)
     assert state.shape == (B, Hkv, oal.feature_dim(d), dv + 1) and state.dtype == torch.float32
@@ -86,7 +89,7 @@ def test_bf16_inputs_run_the_kernel():
     q, k, v, group_of, L = make_inputs(1, 2, 1, 30, 8, 8, torch.float64)
     want = ref.oal_attention(q, k, v, group_of, L, 1e-6)
     qb, kb, vb = q.bfloat16(), k.bfloat16(), v.bfloat16()
-    assert oal.kernel_path(qb, kb, vb).startswith("kernel (")
+    assert oal.simd_path(qb, kb, vb).startswith("simd (")
     y, state = oal.attention(qb, kb, vb, group_of, L)
     assert y.dtype == torch.bfloat16 and state.dtype == torch.float32
     # bf16 keeps 8 bits of mantissa: inputs and the output are rounded to ~4e-3 relative.
@@ -109,7 +112,7 @@ def test_softmax_flash_matches_reference(Hq, Hkv, T, S):
 
 
 def test_ops_are_registered_with_the_dispatcher():
-    for name in ("attention", "step", "softmax_attention", "kernel_path", "reference",
+    for name in ("attention", "step", "softmax_attention", "simd_path", "reference",
                  "read_kernels"):
         assert hasattr(torch.ops.oal, name)
     q, k, v, group_of, L = make_inputs(1, 2, 1, 4, 8, 8, torch.float32)

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "oal/attention/oal_method.h"
+#include "oal/attention/oal/oal_method.h"
 #include "oal/core/error.h"
 #include "oal/train/finetune.h"
 #include "common/tiny_model.h"

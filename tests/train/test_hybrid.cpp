@@ -2,7 +2,7 @@
 // softmax layers, the HD state of converted layers stays constant).
 #include <gtest/gtest.h>
 
-#include "oal/attention/oal_method.h"
+#include "oal/attention/oal/oal_method.h"
 #include "oal/core/error.h"
 #include "oal/model/hybrid.h"
 #include "common/tiny_model.h"

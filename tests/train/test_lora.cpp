@@ -3,7 +3,7 @@
 // forward, save/load round trip.
 #include <gtest/gtest.h>
 
-#include "oal/attention/oal_method.h"
+#include "oal/attention/oal/oal_method.h"
 #include "oal/core/error.h"
 #include "oal/model/lora.h"
 #include "oal/model/transformer.h"

@@ -10,10 +10,11 @@
 #include "oal/analysis/analysis_json.h"
 #include "oal/analysis/figures.h"
 #include "oal/analysis/layer_groups.h"
-#include "oal/calib/block_split.h"
 #include "oal/core/error.h"
 #include "oal/core/ranges.h"
 #include "oal/io/atomic_file.h"
+#include "oal/linearize/analysis_step.h"
+#include "oal/linearize/splits.h"
 #include "oal/model/find_tokenizer.h"
 #include "oal/model/load.h"
 #include "oal/text/corpus.h"
@@ -93,32 +94,27 @@ void print_table(const oa::AnalysisResult& r, const std::vector<oa::LayerGroups>
 void run(const AnalyzeArgs& a) {
   auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
   const oal::model::Transformer model(oal::model::load_model(a.model));
-  oa::AnalyzeOptions o;
-  if (!a.layers.empty())
-    o.layers = oal::parse_index_list(a.layers, "analyze --layers", model.num_layers());
-  o.top_k = a.top_k;
-  o.seed = a.grouping.seed;
-  o.chi = a.grouping.chi;
-  oa::validate(a.grouping);
-  auto paragraphs = oal::text::split_paragraphs(oal::text::read_text_file(a.text));
-  const int64_t after = a.after_tokens >= 0 ? a.after_tokens : oal::calib::BlockSplit{}.blocks_needed() * a.prompts.ctx;
-  if (after > 0) paragraphs = oa::paragraphs_after_tokens(paragraphs, *tok, after);
-  const oa::PromptSet prompts = oa::make_prompt_set(paragraphs, *tok, a.prompts);
-
-  oa::AnalysisResult r;
-  {
-    oal::cli::ProgressBar bar("analyze", !a.quiet);
-    o.progress = bar.fn();
-    r = oa::analyze_model(model, prompts, o);
-  }
+  oal::linearize::AnalysisStepOptions o;
   const fs::path model_path = fs::path(a.model).lexically_normal();
-  r.model = model_path.has_filename() ? model_path.filename().string()
-                                      : model_path.parent_path().filename().string();
-  std::vector<oa::LayerGroups> groups;
+  o.model_name = model_path.has_filename() ? model_path.filename().string()
+                                           : model_path.parent_path().filename().string();
+  o.prompts = a.prompts;
+  if (!a.layers.empty())
+    o.analyze.layers = oal::parse_index_list(a.layers, "analyze --layers", model.num_layers());
+  o.analyze.top_k = a.top_k;
+  o.analyze.seed = a.grouping.seed;
+  o.analyze.chi = a.grouping.chi;
+  oa::validate(a.grouping);
+  const auto paragraphs = oal::linearize::analysis_paragraphs(
+      oal::text::read_text_file(a.text), *tok, a.prompts.ctx, a.after_tokens);
+  oal::linearize::AnalysisAndGroups step;
   {
-    oal::cli::ProgressBar bar("group", !a.quiet);
-    groups = oa::group_analysis(r, a.grouping, 0, bar.fn());
+    oal::cli::ProgressBar analyze_bar("analyze", !a.quiet), group_bar("group", !a.quiet);
+    step = oal::linearize::analyze_and_group(model, *tok, paragraphs, o, a.grouping,
+                                             analyze_bar.fn(), group_bar.fn());
   }
+  const oa::AnalysisResult& r = step.analysis;
+  const std::vector<oa::LayerGroups>& groups = step.grouped;
   fs::create_directories(a.out);
   oa::write_analysis(fs::path(a.out) / "analysis.json", r);
   const auto files = write_figures(a.out, r, groups);

@@ -5,16 +5,16 @@
 
 #include "weights_option.h"
 #include "command.h"
+#include "oal/bench/bench.h"
+#include "oal/bench/model_bench.h"
 #include "oal/core/error.h"
 #include "oal/core/machine.h"
 #include "oal/core/ranges.h"
-#include "oal/bench/bench.h"
-#include "oal/bench/model_bench.h"
-#include "oal/kernels/cpu/gemm_choice.h"
-#include "oal/kernels/cpu/isa.h"
 #include "oal/io/atomic_file.h"
 #include "oal/model/load.h"
 #include "oal/model/synthetic.h"
+#include "oal/simd/gemm_choice.h"
+#include "oal/simd/isa.h"
 #include "progress_bar.h"
 
 namespace {
@@ -113,7 +113,7 @@ void run(BenchArgs a) {
   oal::check(a.format == "md" || a.format == "csv" || a.format == "json", "bench",
              "--format: '{}', expected md, csv or json", a.format);
   if (a.threads > 0) oal::configure_threads(a.threads);
-  namespace kc = oal::kernels::cpu;
+  namespace kc = oal::simd;
   if (!a.simd.empty() && a.simd != "auto") kc::force_target(kc::parse_target(a.simd));
   if (a.gemm == "own") kc::set_gemm_policy(kc::GemmPolicy::own);
   else if (a.gemm == "blas") kc::set_gemm_policy(kc::GemmPolicy::blas);

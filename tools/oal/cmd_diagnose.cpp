@@ -7,11 +7,10 @@
 #include "calib_options.h"
 #include "command.h"
 #include "grouping_options.h"
-#include "oal/attention/registry.h"
 #include "oal/analysis/layer_groups.h"
-#include "oal/attention/kernel_json.h"
-#include "oal/calib/layer_data.h"
-#include "oal/linearize/diagnose.h"
+#include "oal/attention/oal/kernel_json.h"
+#include "oal/attention/registry.h"
+#include "oal/linearize/diagnose_run.h"
 #include "oal/model/find_tokenizer.h"
 #include "oal/model/load.h"
 #include "oal/text/corpus.h"
@@ -34,29 +33,15 @@ void run(DiagnoseArgs a) {
   const std::vector<int32_t> stream = tok->encode(oal::text::read_text_file(a.text), false);
   const oal::model::Transformer model(oal::model::load_model(a.model));
   const oal::attn::ModelKernels groups = oal::attn::read_kernels(a.groups);
-  std::vector<int64_t> layers = oal::cli::parse_layers(a.layers);
-  if (layers.empty())
-    for (const auto& [l, _] : groups.layers) layers.push_back(l);
-  auto blocks = oal::calib::split_blocks(stream, a.ctx, a.split.parse());
-  std::map<int64_t, oal::model::LayerCapture> caps;
-  {
-    oal::cli::ProgressBar bar("capture", !a.quiet);
-    caps = oal::calib::capture_qkv(model, blocks.eval, layers, bar.fn());
-  }
-  std::vector<oal::linearize::DiagnoseLayer> in;
-  for (int64_t l : layers) {
-    oal::linearize::DiagnoseLayer dl{l, caps.at(l).q, caps.at(l).k, caps.at(l).v, {}};
-    for (const auto& k : groups.layer(l)) dl.groups.push_back(k.groups());
-    in.push_back(std::move(dl));
-  }
   a.options.methods = oal::split_names(a.methods);
   a.options.seeds.clear();
   for (int64_t s = 0; s < a.seeds; ++s) a.options.seeds.push_back(uint64_t(s));
   oal::linearize::DiagnoseResult r;
   {
-    oal::cli::ProgressBar bar("diagnose", !a.quiet);
+    oal::cli::ProgressBar capture("capture", !a.quiet), bar("diagnose", !a.quiet);
     a.options.progress = bar.fn();
-    r = oal::linearize::diagnose(in, a.options);
+    r = oal::linearize::diagnose_run(model, stream, a.ctx, a.split.parse(), groups,
+                                     oal::cli::parse_layers(a.layers), a.options, capture.fn());
   }
   const std::string groups_chi =
       oal::analysis::chi_statistic_name(oal::analysis::kernels_chi_statistic(groups.meta));

@@ -3,9 +3,9 @@
 
 #include "calib_options.h"
 #include "command.h"
-#include "oal/calib/run_dir.h"
-#include "oal/linearize/fidelity_run.h"
+#include "oal/attention/method_store.h"
 #include "oal/io/atomic_file.h"
+#include "oal/linearize/fidelity_run.h"
 #include "oal/model/find_tokenizer.h"
 #include "oal/model/load.h"
 #include "oal/text/corpus.h"
@@ -25,7 +25,7 @@ void run(const FidelityArgs& a) {
   auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
   const std::vector<int32_t> stream = tok->encode(oal::text::read_text_file(a.text), false);
   const oal::model::Transformer model(oal::model::load_model(a.model));
-  const oal::calib::LoadedRun run = oal::calib::read_run(a.calib);
+  const oal::attn::MethodStore run = oal::attn::read_method_store(a.calib);
   oal::linearize::FidelityResult r;
   {
     oal::cli::ProgressBar cap("capture", !a.quiet), bar("fidelity", !a.quiet);

@@ -8,11 +8,11 @@
 #include "weights_option.h"
 #include "command.h"
 #include "oal/core/error.h"
+#include "oal/model/converted.h"
 #include "oal/model/find_tokenizer.h"
 #include "oal/model/generate.h"
 #include "oal/model/load.h"
 #include "oal/model/stop_tokens.h"
-#include "oal/convert/convert.h"
 #include "oal/text/tokenizer.h"
 
 namespace {
@@ -31,7 +31,7 @@ void run(const GenerateArgs& a) {
   auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
   // load_transformer: a converted directory (oal convert / finetune) gets its hybrid
   // attention; any other model loads as load_model() does.
-  const auto model_ptr = oal::convert::load_transformer(a.model, a.weights);
+  const auto model_ptr = oal::model::load_transformer(a.model, a.weights);
   const oal::model::Transformer& model = *model_ptr;
   const std::vector<int32_t> prompt = tok->encode(a.prompt, /*add_bos=*/true);
   oal::model::GenerateOptions o;

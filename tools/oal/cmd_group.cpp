@@ -6,7 +6,7 @@
 #include "grouping_options.h"
 #include "oal/analysis/analysis_json.h"
 #include "oal/analysis/layer_groups.h"
-#include "oal/attention/kernel_json.h"
+#include "oal/attention/oal/kernel_json.h"
 #include "oal/core/error.h"
 #include "progress_bar.h"
 

@@ -6,9 +6,9 @@
 #include "weights_option.h"
 #include "command.h"
 #include "oal/eval/perplexity.h"
+#include "oal/model/converted.h"
 #include "oal/model/find_tokenizer.h"
 #include "oal/model/load.h"
-#include "oal/convert/convert.h"
 #include "oal/text/corpus.h"
 #include "oal/text/tokenizer.h"
 #include "progress_bar.h"
@@ -39,7 +39,7 @@ void run(const PplArgs& a) {
   const std::vector<int32_t> stream = tok->encode(oal::text::read_text_file(a.text), false);
   // load_transformer: a converted directory (oal convert / finetune) gets its hybrid
   // attention; any other model loads as load_model() does.
-  const auto model_ptr = oal::convert::load_transformer(a.model, a.weights);
+  const auto model_ptr = oal::model::load_transformer(a.model, a.weights);
   const oal::model::Transformer& model = *model_ptr;
   oal::cli::ProgressBar bar("ppl", !a.quiet);
   oal::eval::PerplexityOptions o{.ctx = a.ctx, .batch = a.batch, .max_blocks = a.max_blocks,

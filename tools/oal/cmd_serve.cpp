@@ -11,8 +11,8 @@
 
 #include "weights_option.h"
 #include "command.h"
-#include "oal/convert/convert.h"
 #include "oal/core/error.h"
+#include "oal/model/converted.h"
 #include "oal/model/find_tokenizer.h"
 #include "oal/model/stop_tokens.h"
 #include "oal/serve/chat_format.h"
@@ -73,7 +73,7 @@ void run(const ServeArgs& a) {
   std::signal(SIGPIPE, SIG_IGN);
 
   auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
-  const auto model = oal::convert::load_transformer(a.model, a.weights);
+  const auto model = oal::model::load_transformer(a.model, a.weights);
   const oal::serve::ChatFormat chat = chat_format(a);
   oal::serve::ServerOptions so = a.server;
   so.model_name = a.name.empty() ? fs::path(a.model).filename().string() : a.name;

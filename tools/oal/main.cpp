@@ -12,8 +12,8 @@
 #include "command.h"
 #include "oal/core/error.h"
 #include "oal/core/machine.h"
-#include "oal/kernels/cpu/gemm_choice.h"
-#include "oal/kernels/cpu/isa.h"
+#include "oal/simd/gemm_choice.h"
+#include "oal/simd/isa.h"
 
 namespace oal::cli {
 std::vector<Command>& registry() {
@@ -37,7 +37,7 @@ void pin_gemm_for_fits(const std::map<CLI::App*, oal::cli::RunFn>& runs) {
   if (env != nullptr && *env != '\0') return;
   for (const auto& [sub, run] : runs)
     if (sub->parsed() && fits.count(sub->get_name()))
-      oal::kernels::cpu::set_gemm_policy(oal::kernels::cpu::GemmPolicy::own);
+      oal::simd::set_gemm_policy(oal::simd::GemmPolicy::own);
 }
 
 }  // namespace
@@ -79,8 +79,8 @@ int main(int argc, char** argv) {
     oal::keep_freed_memory();
     // OAL_SIMD=avx2|avx512|... forces a SIMD target, OAL_GEMM=own|blas|auto a GEMM
     // backend (benchmarks of a lower target on a better CPU; docs/benchmarks.md).
-    oal::kernels::cpu::apply_simd_env();
-    oal::kernels::cpu::apply_gemm_env();
+    oal::simd::apply_simd_env();
+    oal::simd::apply_gemm_env();
     pin_gemm_for_fits(runs);
     for (auto& [sub, run] : runs)
       if (sub->parsed()) run();

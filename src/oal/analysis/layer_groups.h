@@ -9,8 +9,8 @@
 
 #include "oal/analysis/analyze.h"
 #include "oal/analysis/grouping.h"
-#include "oal/attention/kernel_json.h"
-#include "oal/attention/quadratic.h"
+#include "oal/attention/oal/kernel_json.h"
+#include "oal/attention/oal/quadratic.h"
 #include "oal/core/progress.h"
 
 namespace oal::analysis {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "oal/kernels/cpu/attention_dims.h"
+#include "oal/simd/attention_dims.h"
 
 namespace oal::attn {
 
@@ -16,7 +16,7 @@ namespace oal::attn {
 //   q [B, Hq, T, D], k [B, Hkv, S, D], v [B, Hkv, S, Dv], Hq % Hkv == 0, S >= T.
 // With S > T the queries are the last T positions of the key sequence (a decode step
 // after a cache of S - T tokens): query i sees keys j <= i + (S - T).
-using kernels::cpu::AttentionDims;
+using simd::AttentionDims;
 
 // Checks shapes, dtypes (floating, all three the same), device agreement and finiteness;
 // throws oal::Error naming `op`. `allow_longer_keys`: accept S > T (cached prefix).

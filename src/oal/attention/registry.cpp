@@ -2,14 +2,15 @@
 
 #include <algorithm>
 
-#include "oal/attention/dijiang.h"
-#include "oal/attention/oal_method.h"
-#include "oal/attention/performer.h"
-#include "oal/attention/softmax_method.h"
-#include "oal/attention/spectraformer.h"
-#include "oal/attention/taylorshift.h"
+#include "oal/attention/baselines/dijiang.h"
+#include "oal/attention/baselines/performer.h"
+#include "oal/attention/baselines/spectraformer.h"
+#include "oal/attention/baselines/taylorshift.h"
+#include "oal/attention/method_names.h"
+#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/softmax/softmax_method.h"
 #include "oal/core/error.h"
-#include "oal/kernels/cpu/oal_plan.h"
+#include "oal/simd/oal_plan.h"
 
 namespace oal::attn {
 namespace {
@@ -26,8 +27,8 @@ Ptr make_softmax(const MethodShape&, uint64_t, const ModelKernels*) {
 }
 
 Ptr make_oal(const MethodShape& s, uint64_t, const ModelKernels* kernels) {
-  check(kernels != nullptr, "make_method", "method 'oal' needs fitted kernels for layer {}",
-        s.layer);
+  check(kernels != nullptr, "make_method", "method '{}' needs fitted kernels for layer {}",
+        names::oal, s.layer);
   return make_quadratic_method(kernels->layer(s.layer));
 }
 
@@ -38,39 +39,39 @@ Ptr make_global(const MethodShape& s, uint64_t, const ModelKernels* kernels) {
 }
 
 const std::vector<MethodSpec> k_methods = {
-    {"softmax", "exact causal softmax attention (the reference)", MethodKind::exact,
+    {names::softmax, "exact causal softmax attention (the reference)", MethodKind::exact,
      Fit::none, false, false, [](const MethodShape&, int64_t) -> int64_t { return 0; },
      [](int64_t) { return FeatureSize{0, 0}; }, make_softmax},
-    {"oal", "outlier-aware grouped quadratic kernel, L per query head (paper Eq. 3)",
+    {names::oal, "outlier-aware grouped quadratic kernel, L per query head (paper Eq. 3)",
      MethodKind::quadratic, Fit::grouped_kernel, true, false, quadratic_params,
-     [](int64_t d) { return FeatureSize{kernels::cpu::oal_feature_dim(d), 4}; }, make_oal,
-     "global"},
-    {"global", "learned global quadratic a + b s + c s^2 (OAL with one group)",
+     [](int64_t d) { return FeatureSize{simd::oal_feature_dim(d), 4}; }, make_oal,
+     names::global},
+    {names::global, "learned global quadratic a + b s + c s^2 (OAL with one group)",
      MethodKind::quadratic, Fit::global_kernel, false, false,
      [](const MethodShape& s, int64_t) { return quadratic_params(s, 1); },
-     [](int64_t d) { return FeatureSize{kernels::cpu::oal_feature_dim(d), 4}; }, make_global},
-    {"taylorshift", "TaylorShift: 1 + s + s^2/2 on l2-normalised q, k, tau per head",
+     [](int64_t d) { return FeatureSize{simd::oal_feature_dim(d), 4}; }, make_global},
+    {names::taylorshift, "TaylorShift: 1 + s + s^2/2 on l2-normalised q, k, tau per head",
      MethodKind::feature_map, Fit::taylorshift_tau, false, false,
      [](const MethodShape& s, int64_t) { return s.q_heads; },
      [](int64_t d) { return FeatureSize{1 + d + d * (d + 1) / 2, 4}; },
      [](const MethodShape& s, uint64_t, const ModelKernels*) -> Ptr {
        return TaylorShiftAttention::init(s.q_heads, s.kv_heads, s.head_dim);
      }},
-    {"performer", "Performer FAVOR+: 250 positive orthogonal random features, fixed",
+    {names::performer, "Performer FAVOR+: 250 positive orthogonal random features, fixed",
      MethodKind::feature_map, Fit::none, false, true,
      [](const MethodShape&, int64_t) -> int64_t { return 0; },
      [](int64_t) { return FeatureSize{k_performer_features, 8}; },
      [](const MethodShape& s, uint64_t seed, const ModelKernels*) -> Ptr {
        return PerformerAttention::init(s.q_heads, s.kv_heads, s.head_dim, s.layer, seed);
      }},
-    {"dijiang", "DiJiang: DCT features with learned weights exp(theta) per head",
+    {names::dijiang, "DiJiang: DCT features with learned weights exp(theta) per head",
      MethodKind::feature_map, Fit::dijiang_theta, false, true,
      [](const MethodShape& s, int64_t) { return s.q_heads * s.head_dim; },
      [](int64_t d) { return FeatureSize{d, 4}; },
      [](const MethodShape& s, uint64_t seed, const ModelKernels*) -> Ptr {
        return DiJiangAttention::init(s.q_heads, s.kv_heads, s.head_dim, s.layer, seed);
      }},
-    {"spectraformer", "SpectraFormer: OPRF features, learned FastFood projection per layer",
+    {names::spectraformer, "SpectraFormer: OPRF features, learned FastFood projection per layer",
      MethodKind::feature_map, Fit::spectraformer_fastfood, false, true,
      [](const MethodShape& s, int64_t) { return 3 * s.head_dim; },
      [](int64_t d) { return FeatureSize{d + 1, 8}; },

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "oal/attention/kernel_json.h"
 #include "oal/attention/method.h"
+#include "oal/attention/oal/kernel_json.h"
 
 namespace oal::attn {
 
@@ -22,8 +22,8 @@ struct MethodShape {
 
 enum class MethodKind {
   exact,        // softmax
-  quadratic,    // OAL and the learned global kernel (HD state, attention/hd.h)
-  feature_map,  // the linear baselines (attention/feature_method.h)
+  quadratic,    // OAL and the learned global kernel (HD state, attention/oal/hd.h)
+  feature_map,  // the linear baselines (attention/baselines/feature_method.h)
 };
 
 // What calibration fits (calib/calibrators.cpp builds one calibrator per value; a switch

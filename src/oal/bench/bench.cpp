@@ -12,8 +12,8 @@
 
 #include "oal/bench/bench_measure.h"
 #include "oal/core/error.h"
-#include "oal/kernels/cpu/isa.h"
-#include "oal/kernels/cpu/oal_plan.h"
+#include "oal/simd/isa.h"
+#include "oal/simd/oal_plan.h"
 
 namespace oal::bench {
 namespace {
@@ -196,7 +196,7 @@ double softmax_decode_flops(const BenchShape& s, int64_t n) {
 
 double oal_decode_flops(const BenchShape& s) {
   return 2.0 * static_cast<double>(s.batch * (s.q_heads + s.kv_heads)) *
-         static_cast<double>(kernels::cpu::oal_feature_dim(s.dim)) * (s.value_dim + 1.0);
+         static_cast<double>(simd::oal_feature_dim(s.dim)) * (s.value_dim + 1.0);
 }
 
 BenchReport run_bench(const BenchConfig& cfg, const ProgressFn& progress) {
@@ -205,16 +205,16 @@ BenchReport run_bench(const BenchConfig& cfg, const ProgressFn& progress) {
   BenchReport rep;
   rep.config = cfg;
   rep.machine = machine_info();
-  rep.isa = kernels::cpu::target_name(kernels::cpu::active_target());
+  rep.isa = simd::target_name(simd::active_target());
   std::vector<BenchMethod> methods;
   for (const auto& name : cfg.methods) methods.push_back(make_bench_method(name, cfg.shape));
   if (cfg.measure_gemm) {
     rep.gemm_gflops_fp32 = aten_gemm_rate(at::kFloat);
     rep.gemm_gflops_bf16 = aten_gemm_rate(at::kBFloat16);
-    rep.gemm_gflops_kernels = kernel_gemm_rate();
+    rep.gemm_gflops_simd = simd_gemm_rate();
     rep.gemm_backends = gemm_backend_rates();
   }
-  const double gemm_ref = std::max(rep.gemm_gflops_fp32, rep.gemm_gflops_kernels);
+  const double gemm_ref = std::max(rep.gemm_gflops_fp32, rep.gemm_gflops_simd);
   ShapeRates shape_rates;  // measured on first use, only when GEMM rates are measured
   ShapeRates* rates = cfg.measure_gemm ? &shape_rates : nullptr;
   const int64_t modes = (cfg.prefill ? 1 : 0) + (cfg.decode ? 1 : 0);

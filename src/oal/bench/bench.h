@@ -23,15 +23,17 @@
 #include <string>
 #include <vector>
 
-#include "oal/core/machine.h"
-#include "oal/core/progress.h"
+#include "oal/attention/method_names.h"
 #include "oal/bench/bench_measure.h"
 #include "oal/bench/bench_methods.h"
+#include "oal/core/machine.h"
+#include "oal/core/progress.h"
 
 namespace oal::bench {
 
 struct BenchConfig {
-  std::vector<std::string> methods = {"softmax-flash", "softmax-torch", "oal", "global"};
+  std::vector<std::string> methods = {"softmax-flash", "softmax-torch", attn::names::oal,
+                                      attn::names::global};
   std::vector<int64_t> lengths = {1024, 2048, 4096, 8192, 16384, 32768};
   std::vector<at::ScalarType> dtypes = {at::kBFloat16, at::kFloat};
   bool prefill = true, decode = true;
@@ -66,7 +68,7 @@ struct BenchReport {
   MachineInfo machine;
   std::string isa;                 // kernels' instruction set
   double gemm_gflops_fp32 = 0, gemm_gflops_bf16 = 0;  // at::mm
-  double gemm_gflops_kernels = 0;                      // kernels::cpu::gemm_f32, fp32
+  double gemm_gflops_simd = 0;                      // simd::gemm_f32, fp32
   std::vector<GemmShapeRate> gemm_backends;  // own vs BLAS on the kernels' shapes
   bool memory_reset_ok = true;     // false: peak memory is the process lifetime maximum
   BenchConfig config;
@@ -86,7 +88,7 @@ std::string bench_svg(const BenchReport& report);
 // FLOP models used by the built-in methods (multiply-add = 2):
 //   causal softmax prefill: B·Hq·N(N+1)/2·(2D + 2Dv) (only the causal half counts, also
 //   for softmax-torch, which computes the full square); softmax decode at context N:
-//   B·Hq·N·(2D + 2Dv); OAL prefill: kernels::cpu::oal_prefill_flops; OAL decode:
+//   B·Hq·N·(2D + 2Dv); OAL prefill: simd::oal_prefill_flops; OAL decode:
 //   2·B·(Hq + Hkv)·Df·(Dv + 1).
 double softmax_prefill_flops(const BenchShape& s, int64_t n);
 double softmax_decode_flops(const BenchShape& s, int64_t n);

@@ -7,9 +7,9 @@
 #include <fstream>
 
 #include "oal/core/blas_threads.h"
-#include "oal/kernels/cpu/gemm_choice.h"
-#include "oal/kernels/cpu/gemm_f32.h"
-#include "oal/kernels/cpu/linear_f32.h"
+#include "oal/simd/gemm_choice.h"
+#include "oal/simd/gemm_f32.h"
+#include "oal/simd/linear_f32.h"
 
 namespace oal::bench {
 namespace {
@@ -92,8 +92,8 @@ double aten_gemm_rate(at::ScalarType dtype) {
   return rate_of([&] { at::mm(a, b); }, 2.0 * n * n * n);
 }
 
-double kernel_gemm_rate() {
-  namespace kc = kernels::cpu;
+double simd_gemm_rate() {
+  namespace kc = simd;
   const int64_t n = 1024;
   const at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
   at::Tensor c = at::empty({n, n});
@@ -109,7 +109,7 @@ double kernel_gemm_rate() {
 }
 
 std::vector<GemmShapeRate> gemm_backend_rates() {
-  namespace kc = kernels::cpu;
+  namespace kc = simd;
   struct Shape {
     const char* name;
     int64_t M, N, K;
@@ -142,7 +142,7 @@ std::vector<GemmShapeRate> gemm_backend_rates() {
 }
 
 double parallel_shape_rate(const GemmShape& sh) {
-  namespace kc = kernels::cpu;
+  namespace kc = simd;
   ScopedSingleThreadBlas one_thread;  // as inside the kernels' work items
   const int64_t workers = at::get_num_threads();
   const double flops = 2.0 * static_cast<double>(sh.m * sh.n * sh.k);

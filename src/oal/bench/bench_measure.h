@@ -46,7 +46,7 @@ double aten_gemm_rate(at::ScalarType dtype);
 // The same fp32 product through the kernels' own micro-kernel on packed panels over the
 // threads (linear_f32 with the own backend): where OpenBLAS picks narrower kernels than
 // the CPU has, this is the higher rate.
-double kernel_gemm_rate();
+double simd_gemm_rate();
 
 // One GEMM shape the attention kernels issue, timed single-threaded with the kernels' own
 // micro-kernel and with BLAS (GFLOP/s; blas 0 when BLAS is not loaded): the evidence

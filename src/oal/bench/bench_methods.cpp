@@ -8,20 +8,21 @@
 #include <limits>
 #include <map>
 
-#include "oal/attention/kernel_blocker.h"
-#include "oal/attention/oal_method.h"
-#include "oal/attention/quadratic.h"
+#include "oal/attention/method_names.h"
+#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic.h"
 #include "oal/attention/registry.h"
-#include "oal/attention/softmax_method.h"
+#include "oal/attention/simd_path.h"
+#include "oal/attention/softmax/softmax_method.h"
 #include "oal/bench/bench.h"
 #include "oal/core/error.h"
-#include "oal/kernels/cpu/flash_softmax.h"
-#include "oal/kernels/cpu/oal_prefill.h"
+#include "oal/simd/flash_softmax.h"
+#include "oal/simd/oal_prefill.h"
 
 namespace oal::bench {
 namespace {
 
-namespace kc = oal::kernels::cpu;
+namespace kc = oal::simd;
 
 int64_t elem_bytes(at::ScalarType t) { return static_cast<int64_t>(c10::elementSize(t)); }
 
@@ -51,7 +52,7 @@ class AttentionDecoder : public BenchDecoder {
       : state_(m->new_state(batch)), notice_(std::move(notice)), dispatches_(dispatches) {}
   void prime(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) override {
     at::NoGradGuard ng;
-    *notice_ = dispatches_ ? attn::kernel_path(attn::kernel_blocker(q, k, v)) : "aten";
+    *notice_ = dispatches_ ? attn::simd_path(attn::simd_blocker(q, k, v)) : "aten";
     state_->absorb(q, k, v);
   }
   void step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor& y) override {
@@ -67,7 +68,7 @@ class AttentionDecoder : public BenchDecoder {
 };
 
 // Prefill and decode through `method` (forward / new_state), recording in the row's note
-// the path its entry point took: "kernel (avx512)" or "reference (why)" for methods that
+// the path its entry point took: "simd (avx512)" or "reference (why)" for methods that
 // dispatch to the CPU kernels, "aten" for the others (the baselines).
 void attach_method(BenchMethod& m, std::shared_ptr<const attn::AttentionMethod> method,
                    const BenchShape& s, bool dispatches) {
@@ -75,7 +76,7 @@ void attach_method(BenchMethod& m, std::shared_ptr<const attn::AttentionMethod> 
   m.prefill = [method, notice, dispatches](const at::Tensor& q, const at::Tensor& k,
                                            const at::Tensor& v) {
     at::NoGradGuard ng;
-    *notice = dispatches ? attn::kernel_path(attn::kernel_blocker(q, k, v)) : "aten";
+    *notice = dispatches ? attn::simd_path(attn::simd_blocker(q, k, v)) : "aten";
     return method->forward(q, k, v);
   };
   m.decoder = [method, s, notice, dispatches](at::ScalarType, int64_t) -> std::unique_ptr<BenchDecoder> {
@@ -182,7 +183,7 @@ BenchMethod softmax_torch(const BenchShape& s) {
 
 // ---- oal / global on the CPU kernels ---------------------------------------------------
 
-// The OAL prefill kernel's GEMMs (kernels/cpu/oal_prefill.cpp), with the FLOPs
+// The OAL prefill kernel's GEMMs (simd/oal_prefill.cpp), with the FLOPs
 // oal_prefill_flops counts for each (the denominator channel with its GEMM): the readout
 // (a KV group's query heads x chunk rows against the state, K = Df), the state update
 // (features transposed x values, K = chunk) and the intra-chunk scores and products
@@ -262,11 +263,11 @@ BenchMethod make_bench_method(const std::string& name, const BenchShape& shape) 
   if (name == "softmax-flash") return softmax_flash(shape);
   if (name == "softmax-torch") return softmax_torch(shape);
   const auto names = bench_method_names();
-  check(name != "softmax" && std::find(names.begin(), names.end(), name) != names.end(), "bench",
+  check(std::find(names.begin(), names.end(), name) != names.end(), "bench",
         "unknown method '{}': expected one of {}", name, fmt::join(names, ", "));
   const attn::MethodSpec& spec = attn::method_spec(name);
   if (spec.kind == attn::MethodKind::quadratic)
-    return quadratic_method(shape, name, name == "oal" ? shape.oal_groups : 1);
+    return quadratic_method(shape, name, spec.fit == attn::Fit::grouped_kernel ? shape.oal_groups : 1);
   return baseline_method(spec, shape);
 }
 

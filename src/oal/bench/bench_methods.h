@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "oal/attention/method.h"
-#include "oal/attention/quadratic.h"
+#include "oal/attention/oal/quadratic.h"
 #include "oal/bench/bench_measure.h"
 
 namespace oal::bench {
@@ -56,7 +56,7 @@ struct BenchMethod {
   // Estimated transient bytes of a prefill of N tokens (empty/0 = small); the runner
   // skips cells whose estimate exceeds its memory budget.
   std::function<int64_t(int64_t n, at::ScalarType dtype)> prefill_bytes;
-  // Set by prefill: the path the entry point took ("kernel (avx512)", "reference (why)"
+  // Set by prefill: the path the entry point took ("simd (avx512)", "reference (why)"
   // or "aten" for methods without CPU kernels).
   std::shared_ptr<std::string> notice = std::make_shared<std::string>();
 };

@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "oal/core/error.h"
 #include "oal/bench/bench.h"
+#include "oal/core/error.h"
 #include "oal/io/svg_lines.h"
 
 namespace oal::bench {
@@ -37,7 +37,7 @@ std::string header_lines(const BenchReport& r, const char* prefix) {
       "{}GEMM 1024^3: at::mm fp32 {:.1f} GFLOP/s, bf16 {:.1f} GFLOP/s; oal gemm_f32 "
       "{:.1f} GFLOP/s (%GEMM = GFLOP/s / the higher fp32 rate; own shapes = time the method's "
       "GEMMs take at their own shapes' rate on all threads / measured time)\n",
-      prefix, r.gemm_gflops_fp32, r.gemm_gflops_bf16, r.gemm_gflops_kernels);
+      prefix, r.gemm_gflops_fp32, r.gemm_gflops_bf16, r.gemm_gflops_simd);
   out += fmt::format("{}peak memory: process RSS high-water mark during one call{}; extra = "
                      "above RSS before the call\n",
                      prefix, r.memory_reset_ok ? " (VmHWM reset per call)"
@@ -108,7 +108,7 @@ std::string bench_json(const BenchReport& r) {
                   {"kernels_isa", r.isa}};
   j["gemm_gflops"] = {{"fp32", r.gemm_gflops_fp32},
                       {"bf16", r.gemm_gflops_bf16},
-                      {"fp32_kernels", r.gemm_gflops_kernels}};
+                      {"fp32_kernels", r.gemm_gflops_simd}};
   j["gemm_backends"] = nlohmann::json::array();
   for (const auto& g : r.gemm_backends)
     j["gemm_backends"].push_back(

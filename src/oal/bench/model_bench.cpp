@@ -8,14 +8,15 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "oal/attention/oal_method.h"
-#include "oal/attention/softmax_method.h"
-#include "oal/core/error.h"
+#include "oal/attention/method_names.h"
+#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/softmax/softmax_method.h"
 #include "oal/bench/bench_measure.h"
 #include "oal/bench/bench_methods.h"
-#include "oal/kernels/cpu/isa.h"
-#include "oal/kernels/cpu/oal_prefill.h"
+#include "oal/core/error.h"
 #include "oal/model/hybrid.h"
+#include "oal/simd/isa.h"
+#include "oal/simd/oal_prefill.h"
 
 namespace oal::bench {
 namespace {
@@ -25,12 +26,13 @@ constexpr const char* k_op = "bench";
 // The converted layers of a variant: none, all, or the hybrid range.
 std::vector<int64_t> converted_layers(const std::string& variant, const std::string& range,
                                       int64_t num_layers) {
-  if (variant == "softmax") return {};
+  if (variant == attn::names::softmax) return {};
   std::vector<int64_t> all(static_cast<size_t>(num_layers));
   for (int64_t l = 0; l < num_layers; ++l) all[static_cast<size_t>(l)] = l;
-  if (variant == "oal") return all;
+  if (variant == attn::names::oal) return all;
   if (variant == "hybrid") return model::parse_converted_layers(range, num_layers);
-  fail(k_op, "unknown model variant '{}': expected softmax, oal or hybrid", variant);
+  fail(k_op, "unknown model variant '{}': expected {}, {} or hybrid", variant,
+       attn::names::softmax, attn::names::oal);
 }
 
 std::string describe(const std::vector<int64_t>& layers, int64_t num_layers) {
@@ -85,12 +87,12 @@ double layer_parameters(const model::Transformer& m) {
 
 double attention_flops(const model::ModelConfig& c, const std::vector<int64_t>& converted,
                        int64_t n, int64_t chunk) {
-  kernels::cpu::AttentionDims d;
+  simd::AttentionDims d;
   d.q_heads = c.num_heads;
   d.kv_heads = c.num_kv_heads;
   d.q_len = d.k_len = n;
   d.dim = d.value_dim = c.head_dim;
-  const double oal = kernels::cpu::oal_prefill_flops(d, chunk);
+  const double oal = simd::oal_prefill_flops(d, chunk);
   const double nn = static_cast<double>(n);
   const double softmax = static_cast<double>(c.num_heads) * nn * (nn + 1) / 2 * 4.0 * c.head_dim;
   const double k = static_cast<double>(converted.size());
@@ -203,12 +205,12 @@ ModelBenchReport run_model_bench(model::Transformer& m, const std::string& descr
   ModelBenchReport rep;
   rep.config = cfg;
   rep.machine = machine_info();
-  rep.isa = kernels::cpu::target_name(kernels::cpu::active_target());
+  rep.isa = simd::target_name(simd::active_target());
   rep.model = description;
   rep.parameters = m.num_parameters();
   rep.kv_cache = std::string(attn::kv_cache_type_name(m.options().kv_cache));
   rep.ubatch = m.options().ubatch;
-  rep.gemm_gflops_fp32 = std::max(aten_gemm_rate(at::kFloat), kernel_gemm_rate());
+  rep.gemm_gflops_fp32 = std::max(aten_gemm_rate(at::kFloat), simd_gemm_rate());
   std::vector<std::vector<int64_t>> layers;
   for (const auto& v : cfg.variants)  // all ranges checked before anything is timed
     layers.push_back(converted_layers(v, cfg.hybrid_layers, m.num_layers()));

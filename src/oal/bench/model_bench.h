@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "oal/attention/method_names.h"
 #include "oal/core/machine.h"
 #include "oal/core/progress.h"
 #include "oal/model/transformer.h"
@@ -29,7 +30,7 @@
 namespace oal::bench {
 
 struct ModelBenchConfig {
-  std::vector<std::string> variants = {"softmax", "oal", "hybrid"};
+  std::vector<std::string> variants = {attn::names::softmax, attn::names::oal, "hybrid"};
   std::vector<int64_t> prefill_lengths = {1024, 4096};
   std::vector<int64_t> decode_contexts = {1024, 4096, 16384, 32768};
   std::string hybrid_layers = "default";  // model/hybrid.h range syntax

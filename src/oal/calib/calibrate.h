@@ -20,8 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "oal/attention/kernel_json.h"
 #include "oal/attention/method.h"
+#include "oal/attention/method_store.h"
+#include "oal/attention/oal/kernel_json.h"
 #include "oal/calib/calibrators.h"
 #include "oal/calib/fit.h"
 #include "oal/core/progress.h"
@@ -43,10 +44,7 @@ struct CalibrationOptions {
   std::shared_ptr<dist::World> world;
 };
 
-struct LayerMethods {
-  int64_t layer = 0;
-  std::map<std::string, std::shared_ptr<attn::AttentionMethod>> methods;  // by name
-};
+using attn::LayerMethods;  // attention/method_store.h: a layer's methods by name
 
 struct CalibrationResult {
   std::vector<LayerMethods> layers;

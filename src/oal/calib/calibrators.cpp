@@ -1,6 +1,7 @@
 #include "oal/calib/calibrators.h"
 
-#include "oal/attention/random_draws.h"
+#include "oal/attention/baselines/random_draws.h"
+#include "oal/attention/method_names.h"
 #include "oal/attention/registry.h"
 #include "oal/calib/calibrate.h"
 #include "oal/calib/problems.h"
@@ -115,7 +116,7 @@ class TaylorShiftCalibrator : public MethodCalibrator {
   std::vector<FitTask> tasks(const LayerContext& c) const override {
     std::vector<FitTask> out;
     for (int64_t h = 0; h < q_heads(c); ++h)
-      out.push_back({"taylorshift", "tau=1", c.input->layer, h, [&c, h] {
+      out.push_back({attn::names::taylorshift, "tau=1", c.input->layer, h, [&c, h] {
         return fit(taylorshift_problem(1.0, head_dim(c)), head_data(c.input->data, h),
                    c.options->fit, attn::derive_seed(seed(c), {c.input->layer, h, 0x75}));
       }});
@@ -140,7 +141,7 @@ class DiJiangCalibrator : public MethodCalibrator {
   std::vector<FitTask> tasks(const LayerContext& c) const override {
     std::vector<FitTask> out;
     for (int64_t h = 0; h < q_heads(c); ++h)
-      out.push_back({"dijiang", "theta=0", c.input->layer, h, [&c, h] {
+      out.push_back({attn::names::dijiang, "theta=0", c.input->layer, h, [&c, h] {
         const FitProblem p = dijiang_problem(initial(c)->projection(),
                                              at::zeros({head_dim(c)}, at::kFloat));
         return fit(p, head_data(c.input->data, h), c.options->fit,
@@ -172,7 +173,7 @@ class DiJiangCalibrator : public MethodCalibrator {
 class SpectraFormerCalibrator : public MethodCalibrator {
  public:
   std::vector<FitTask> tasks(const LayerContext& c) const override {
-    FitTask t{"spectraformer", "upstream", c.input->layer, -1, [&c] {
+    FitTask t{attn::names::spectraformer, "upstream", c.input->layer, -1, [&c] {
       return fit(spectraformer_problem(*initial(c)), c.input->data, c.options->fit,
                  attn::derive_seed(seed(c), {c.input->layer, 0x5f}));
     }};

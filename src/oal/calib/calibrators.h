@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "oal/attention/kernel_json.h"
 #include "oal/attention/method.h"
+#include "oal/attention/oal/kernel_json.h"
 #include "oal/calib/fit.h"
 
 namespace oal::calib {

@@ -1,6 +1,6 @@
 #include "oal/calib/layer_data.h"
 
-#include "oal/attention/softmax_method.h"
+#include "oal/attention/softmax/softmax_method.h"
 #include "oal/core/error.h"
 #include "oal/text/block_tensor.h"
 #include "oal/text/corpus.h"

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "oal/attention/feature_linear.h"
-#include "oal/attention/oal_method.h"
+#include "oal/attention/baselines/feature_linear.h"
+#include "oal/attention/oal/oal_method.h"
 #include "oal/core/error.h"
 
 namespace oal::calib {

@@ -7,10 +7,10 @@
 #include <memory>
 #include <vector>
 
-#include "oal/attention/dijiang.h"
-#include "oal/attention/quadratic.h"
-#include "oal/attention/spectraformer.h"
-#include "oal/attention/taylorshift.h"
+#include "oal/attention/baselines/dijiang.h"
+#include "oal/attention/baselines/spectraformer.h"
+#include "oal/attention/baselines/taylorshift.h"
+#include "oal/attention/oal/quadratic.h"
 #include "oal/calib/fit.h"
 
 namespace oal::calib {

@@ -1,14 +1,9 @@
 #pragma once
-// A calibration run directory (what `oal calibrate` writes and `oal fidelity` reads):
-//   calibration.json     format "oal-calibration" v1: methods, layers with their shapes,
-//                        model path and model_fingerprint, seed, ctx, block split, fit
-//                        settings, one report per fit
-//   kernels-oal.json     fitted OAL kernels (kernel JSON, docs/formats.md)
-//   kernels-global.json  fitted learned-global kernels (kernel JSON)
-//   baselines.safetensors  "<method>.layers.<i>.<param>" for TaylorShift (tau),
-//                        Performer (projection), DiJiang (projection, theta),
-//                        SpectraFormer (B, G, S, perm)
-// Every file is written atomically.
+// A calibration run directory (what `oal calibrate` writes and `oal fidelity` reads): the
+// fitted methods in the attention level's method store (attention/method_store.h:
+// calibration.json, kernels-<method>.json, baselines.safetensors), whose manifest also
+// holds the run's model path and model_fingerprint, text, ctx, block split, fit settings
+// and one report per fit. Read one back with attn::read_method_store.
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -18,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "oal/attention/method_store.h"
 #include "oal/calib/block_split.h"
 #include "oal/calib/calibrate.h"
 
@@ -40,18 +36,9 @@ struct RunInfo {
   std::optional<Shard> shard;  // written as calibration.json "shard" for partial runs
 };
 
+// Writes the run into `dir` (created); oal::Error("calibration_run") when it cannot.
 void write_run(const std::filesystem::path& dir, const CalibrationResult& result,
                const CalibrationOptions& options, const RunInfo& info);
-
-struct LoadedRun {
-  std::vector<std::string> methods;
-  std::vector<LayerMethods> layers;  // layer order as written
-  nlohmann::json meta;               // calibration.json
-};
-
-// Reads a run directory; oal::Error("calibration_run") when a file is missing, of the
-// wrong format, or disagrees with calibration.json.
-LoadedRun read_run(const std::filesystem::path& dir);
 
 // The fit reports as JSON (calibration.json "fits").
 nlohmann::json reports_json(const std::vector<FitReport>& reports);

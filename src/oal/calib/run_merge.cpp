@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "oal/attention/kernel_json.h"
+#include "oal/attention/oal/kernel_json.h"
 #include "oal/calib/calibrate.h"
 #include "oal/core/error.h"
 #include "oal/io/atomic_file.h"

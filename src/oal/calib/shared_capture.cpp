@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "oal/attention/softmax_method.h"
+#include "oal/attention/softmax/softmax_method.h"
 #include "oal/calib/layer_data.h"
 #include "oal/core/error.h"
 

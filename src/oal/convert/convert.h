@@ -1,15 +1,6 @@
 #pragma once
-// Converting a model: hybrid attention from a calibration run, converted-model
-// directories (export and load).
-//
-// Converted directory (an HF model directory that `oal ppl` / `oal generate` load):
-//   config.json         HF config + "oal_conversion": {"format": "oal-converted",
-//                       "version": 1, "method", "layers", "source_model"} (+
-//                       "oal_rope_style": "adjacent" for llama2.c-layout models)
-//   model.safetensors   backbone weights (LoRA merged into q/k/v/o when adapted)
-//   oal_attention/      the converted layers' method parameters as a calibration run
-//                       directory (calib/run_dir.h) holding only `method` and `layers`
-//   tokenizer file      copied from the source (tokenizer.json, tok512.bin, ...)
+// Converting a model: hybrid attention from a calibration run, and the export of
+// converted-model directories (their layout and loader: model/converted.h).
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -18,21 +9,10 @@
 #include <vector>
 
 #include "oal/attention/method.h"
-#include "oal/calib/run_dir.h"
-#include "oal/model/load.h"
 #include "oal/model/transformer.h"
 #include "oal/model/weights.h"
 
 namespace oal::convert {
-
-// Checks, before any work, that calibration run `run` can convert `layers` of the model
-// `weights` to `method`: the method was calibrated, every layer was calibrated and is
-// < num_layers, and each layer's recorded shape (query heads, KV heads, head_dim) equals
-// the model's. A "model_fingerprint" in calibration.json (model/fingerprint.h; written
-// by `oal calibrate`) must equal the model's. Throws oal::Error("[convert] ...") naming
-// the mismatch.
-void validate_calibration(const calib::LoadedRun& run, const model::ModelWeights& weights,
-                          const std::string& method, const std::vector<int64_t>& layers);
 
 // Where the converted layers' kernel parameters start (paper App. F): `initial` = the
 // baselines (TaylorShift, Performer, DiJiang, SpectraFormer) start from their own initial
@@ -51,7 +31,9 @@ bool starts_from_calibration(const std::string& method, KernelInit init);
 // oal::Error("method") for an unknown name.
 bool is_exact_method(const std::string& method);
 
-// The methods of `layers` from a calibration run (validated as above): the fitted ones,
+// The methods of `layers` from a calibration run (validated by
+// model::validate_stored_methods: the method, the layers, their shapes and the model
+// fingerprint must match the model `weights`): the fitted ones,
 // or for a baseline under KernelInit::initial its initial parameters built with the
 // run's seed (same random draws as the run). With `trainable`, kernel parameters require
 // grad (OAL/global L rebuilt as a trainable leaf; baselines' parameters() switched to
@@ -74,18 +56,5 @@ void export_converted(const std::filesystem::path& out, const model::ModelWeight
                       const model::Transformer& model, const std::string& method,
                       const std::vector<int64_t>& layers, const std::string& source_model,
                       const std::filesystem::path& tokenizer);
-
-// True when `path` is a directory whose config.json carries "oal_conversion".
-bool is_converted_dir(const std::filesystem::path& path);
-
-// Loads any model path: a converted directory builds its hybrid attention, anything
-// else loads as load_model() does. Weights are moved to `device`.
-std::unique_ptr<model::Transformer> load_transformer(const std::string& path,
-                                                     model::TransformerOptions options = {},
-                                                     at::Device device = at::kCPU);
-
-// load_model(path, options) with every float tensor moved to `device` (CPU: unchanged).
-model::ModelWeights load_weights_on(const std::string& path, at::Device device,
-                                    model::LoadOptions options = {});
 
 }  // namespace oal::convert

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "oal/attention/method_names.h"
 #include "oal/convert/convert.h"
 
 namespace oal::convert {
@@ -13,7 +14,7 @@ namespace oal::convert {
 struct ConvertOptions {
   std::string model;                 // source model path
   std::filesystem::path calib;       // calibration run directory (not for "softmax")
-  std::string method = "oal";        // oal | global | taylorshift | performer | dijiang | spectraformer | softmax
+  std::string method = attn::names::oal;  // a registered method (attention/registry.h)
   std::string layers = "default";    // "default" (model/hybrid.h rule) or an index list ("1-3")
   std::filesystem::path tokenizer;   // empty: found beside the model
   std::filesystem::path out;         // converted directory to write

@@ -9,12 +9,12 @@
 #include <cmath>
 #include <filesystem>
 
-#include "oal/attention/oal_method.h"
+#include "oal/attention/oal/oal_method.h"
+#include "oal/convert/convert.h"
 #include "oal/core/error.h"
 #include "oal/model/hybrid.h"
 #include "oal/model/lora.h"
 #include "oal/model/synthetic.h"
-#include "oal/convert/convert.h"
 #include "oal/train/finetune.h"
 
 namespace oal::demo {

@@ -10,11 +10,12 @@
 #include <map>
 #include <set>
 
+#include "oal/attention/method_names.h"
 #include "oal/attention/registry.h"
-#include "oal/attention/softmax_method.h"
+#include "oal/attention/softmax/softmax_method.h"
+#include "oal/bench/bench.h"
 #include "oal/calib/calibrate.h"
 #include "oal/core/error.h"
-#include "oal/bench/bench.h"
 
 namespace oal::demo {
 namespace {
@@ -80,7 +81,7 @@ calib::CalibrationResult fit_kernels(const OperatorDemoOptions& o, const Progres
   groups.head_dim = o.dim;
   groups.layers[0].assign(o.q_heads, attn::QuadraticKernel::taylor(planted_groups(o)));
   calib::CalibrationOptions co;
-  co.methods = {"global", "oal"};
+  co.methods = {attn::names::global, attn::names::oal};
   co.fit.max_updates = o.fit_steps;
   co.fit.val_every = std::max<int64_t>(1, o.fit_steps / 4);
   co.fit.patience = o.fit_steps;
@@ -102,7 +103,7 @@ struct Speed {
 std::map<std::string, Speed> time_methods(const OperatorDemoOptions& o, int64_t groups,
                                           const ProgressFn& progress) {
   bench::BenchConfig c;
-  c.methods = {"softmax-flash", "oal", "global"};
+  c.methods = {"softmax-flash", attn::names::oal, attn::names::global};
   c.lengths = o.speed_lengths;
   c.dtypes = {at::kFloat};
   c.repeats = o.repeats;
@@ -130,15 +131,15 @@ DemoSection operator_demo(const OperatorDemoOptions& o, const ProgressFn& progre
   const at::Tensor y_ref = attn::SoftmaxAttention().forward(eval_seq.q, eval_seq.k, eval_seq.v);
   const attn::MethodShape shape{0, o.q_heads, o.kv_heads, o.dim};
   const std::map<std::string, std::shared_ptr<attn::AttentionMethod>> methods = {
-      {"OAL", fitted.layers[0].methods.at("oal")},
-      {"learned global (G = 1)", fitted.layers[0].methods.at("global")},
-      {"Taylor 1 + s + s²/2", attn::make_method("global", shape, o.seed, nullptr)}};
+      {"OAL", fitted.layers[0].methods.at(attn::names::oal)},
+      {"learned global (G = 1)", fitted.layers[0].methods.at(attn::names::global)},
+      {"Taylor 1 + s + s²/2", attn::make_method(attn::names::global, shape, o.seed, nullptr)}};
   const std::string updates = fmt::format("calib::fit, {} updates x 3 inits", o.fit_steps);
   std::vector<Row> rows = {
       {"softmax (exact)", "softmax-flash", "-", "-", 0.0},
-      {"OAL", "oal", fmt::format("bulk + {} outlier", o.outlier_dims.size()), updates, 0},
-      {"learned global (G = 1)", "global", "1", updates, 0},
-      {"Taylor 1 + s + s²/2", "global", "1", "no (init)", 0}};
+      {"OAL", attn::names::oal, fmt::format("bulk + {} outlier", o.outlier_dims.size()), updates, 0},
+      {"learned global (G = 1)", attn::names::global, "1", updates, 0},
+      {"Taylor 1 + s + s²/2", attn::names::global, "1", "no (init)", 0}};
   for (auto& r : rows)
     if (methods.count(r.name)) {
       const at::Tensor y = methods.at(r.name)->forward(eval_seq.q, eval_seq.k, eval_seq.v);

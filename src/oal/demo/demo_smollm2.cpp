@@ -7,6 +7,7 @@
 
 #include <filesystem>
 
+#include "oal/attention/method_names.h"
 #include "oal/attention/registry.h"
 #include "oal/demo/demo_fidelity.h"
 #include "oal/linearize/pipeline.h"
@@ -67,7 +68,7 @@ DemoSection smollm2_demo(const SmolLM2DemoOptions& o, const ProgressFn& progress
       linearize::run_pipeline(original, stream, *tok, splits, po, dir, {{}, {}, {}, progress, {}, {}});
   std::filesystem::remove_all(dir);
   model::Transformer hybrid(weights);
-  model::apply_hybrid(hybrid, {{o.layer, r.calibration.layers.at(0).methods.at("oal")}});
+  model::apply_hybrid(hybrid, {{o.layer, r.calibration.layers.at(0).methods.at(attn::names::oal)}});
 
   DemoSection s;
   s.title = "A real model: SmolLM2-135M (GGUF Q4_1, head_dim 64)";

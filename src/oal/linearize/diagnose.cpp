@@ -10,11 +10,11 @@
 #include <numeric>
 
 #include "oal/analysis/contribution.h"
-#include "oal/attention/feature_linear.h"
-#include "oal/attention/feature_method.h"
-#include "oal/attention/random_draws.h"
-#include "oal/calib/fit.h"
+#include "oal/attention/baselines/feature_linear.h"
+#include "oal/attention/baselines/feature_method.h"
+#include "oal/attention/baselines/random_draws.h"
 #include "oal/attention/registry.h"
+#include "oal/calib/fit.h"
 #include "oal/core/blas_threads.h"
 #include "oal/core/error.h"
 

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "oal/attention/softmax_method.h"
+#include "oal/attention/softmax/softmax_method.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
 

@@ -2,15 +2,15 @@
 
 #include <algorithm>
 
-#include "oal/calib/layer_data.h"
 #include "oal/attention/registry.h"
+#include "oal/calib/layer_data.h"
 #include "oal/core/error.h"
 
 namespace oal::linearize {
 
 FidelityResult evaluate_run(const model::Transformer& model, const std::vector<int32_t>& stream,
                             int64_t ctx, const calib::BlockSplit& split,
-                            const std::vector<calib::LayerMethods>& methods,
+                            const std::vector<attn::LayerMethods>& methods,
                             std::vector<int64_t> layers, std::vector<std::string> order,
                             const ProgressFn& capture_progress, const ProgressFn& progress) {
   check(!methods.empty(), "fidelity", "the calibration run has no layers");
@@ -25,7 +25,7 @@ FidelityResult evaluate_run(const model::Transformer& model, const std::vector<i
   std::vector<FidelityLayer> in;
   for (int64_t l : layers) {
     auto it = std::find_if(methods.begin(), methods.end(),
-                           [l](const calib::LayerMethods& m) { return m.layer == l; });
+                           [l](const attn::LayerMethods& m) { return m.layer == l; });
     check(it != methods.end(), "fidelity", "layer {} was not calibrated in this run", l);
     const auto& c = caps.at(l);
     FidelityLayer fl{l, c.q, c.k, c.v, c.wo, it->methods};

@@ -17,7 +17,7 @@ namespace oal::linearize {
 // attn::method_names() filtered to what the run has).
 FidelityResult evaluate_run(const model::Transformer& model, const std::vector<int32_t>& stream,
                             int64_t ctx, const calib::BlockSplit& split,
-                            const std::vector<calib::LayerMethods>& methods,
+                            const std::vector<attn::LayerMethods>& methods,
                             std::vector<int64_t> layers, std::vector<std::string> order,
                             const ProgressFn& capture_progress = {},
                             const ProgressFn& progress = {});

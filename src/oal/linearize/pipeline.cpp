@@ -2,30 +2,28 @@
 
 #include "oal/analysis/analysis_json.h"
 #include "oal/analysis/chi_statistic.h"
-#include "oal/attention/kernel_json.h"
+#include "oal/attention/method_store.h"
+#include "oal/attention/oal/kernel_json.h"
 #include "oal/calib/calibrate_model.h"
 #include "oal/calib/run_dir.h"
-#include "oal/linearize/fidelity_run.h"
 #include "oal/io/atomic_file.h"
 #include "oal/io/json_file.h"
+#include "oal/linearize/analysis_step.h"
+#include "oal/linearize/fidelity_run.h"
 #include "oal/linearize/run_record.h"
 
 namespace oal::linearize {
 namespace {
 
-analysis::AnalysisResult analyze_step(const model::Transformer& model, const text::Tokenizer& tokenizer,
-                                      const Splits& splits, const PipelineOptions& o, const ProgressFn& progress) {
-  analysis::PromptOptions po;
-  po.calibration = o.prompts;
-  po.ctx = splits.ctx;
-  const analysis::PromptSet prompts = analysis::make_prompt_set(splits.grouping_paragraphs, tokenizer, po);
-  analysis::AnalyzeOptions ao;
-  ao.layers = o.layers;
-  ao.chi = o.grouping.chi;
-  ao.progress = progress;
-  analysis::AnalysisResult r = analysis::analyze_model(model, prompts, ao);
-  r.model = o.model_name;
-  return r;
+// The analysis step's options from the pipeline's: prompts from the splits' ctx.
+AnalysisStepOptions analysis_options(const Splits& splits, const PipelineOptions& o) {
+  AnalysisStepOptions a;
+  a.model_name = o.model_name;
+  a.prompts.calibration = o.prompts;
+  a.prompts.ctx = splits.ctx;
+  a.analyze.layers = o.layers;
+  a.analyze.chi = o.grouping.chi;
+  return a;
 }
 
 nlohmann::json fidelity_record(const FidelityResult& f, const Splits& splits, const PipelineOptions& o) {
@@ -62,7 +60,8 @@ PipelineResult run_pipeline(const model::Transformer& model, const std::vector<i
     r.analysis = analysis::read_analysis(dir / "analysis.json");
     r.resumed.push_back("analysis");
   } else {
-    r.analysis = analyze_step(model, tokenizer, splits, o, progress.analyze);
+    r.analysis = analyze_step(model, tokenizer, splits.grouping_paragraphs,
+                              analysis_options(splits, o), progress.analyze);
     if (o.write) analysis::write_analysis(dir / "analysis.json", r.analysis);
   }
   // 2. Grouping, as Taylor-initialised kernels.
@@ -79,14 +78,15 @@ PipelineResult run_pipeline(const model::Transformer& model, const std::vector<i
   co.calibration.progress = progress.calibrate;
   co.capture_progress = progress.capture;
   if (have_calibration) {
-    r.calibration.layers = calib::read_run(dir).layers;
+    r.calibration.layers = attn::read_method_store(dir).layers;
     r.resumed.push_back("calibration");
   } else {
     r.calibration = calib::calibrate_model(model, stream, &r.groups, co);
   }
   if (!o.write) return r;
   if (!have_calibration)
-    calib::write_run(dir, r.calibration, co.calibration, {o.model_name, o.text_name, splits.ctx, splits.blocks, o.fingerprint});
+    calib::write_run(dir, r.calibration, co.calibration,
+                    {o.model_name, o.text_name, splits.ctx, splits.blocks, o.fingerprint, std::nullopt});
   // 4. Frozen-attention fidelity on the eval blocks.
   r.fidelity = evaluate_run(model, stream, splits.ctx, splits.blocks, r.calibration.layers, o.layers, {},
                                   progress.fidelity_capture, progress.fidelity);

@@ -28,4 +28,13 @@ Splits make_splits(const std::string& text, const text::Tokenizer& tokenizer, in
   return s;
 }
 
+std::vector<std::string> analysis_paragraphs(const std::string& text,
+                                             const text::Tokenizer& tokenizer, int64_t ctx,
+                                             int64_t after_tokens) {
+  if (after_tokens < 0) return make_splits(text, tokenizer, ctx, {}, std::nullopt).grouping_paragraphs;
+  const auto paragraphs = text::split_paragraphs(text);
+  if (after_tokens == 0) return paragraphs;
+  return analysis::paragraphs_after_tokens(paragraphs, tokenizer, after_tokens);
+}
+
 }  // namespace oal::linearize

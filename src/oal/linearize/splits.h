@@ -28,4 +28,13 @@ struct Splits {
 Splits make_splits(const std::string& text, const text::Tokenizer& tokenizer, int64_t ctx,
                    const calib::BlockSplit& blocks, const std::optional<std::string>& prompt_text);
 
+// The grouping prompts of an analysis alone (`oal analyze`, which cuts no blocks itself):
+// the paragraphs of `text` after its first `after_tokens` tokens, or, for
+// after_tokens < 0, after the blocks of `ctx` tokens the default split
+// (calib::BlockSplit{}) of a later calibration on the same text uses, so that the two
+// stay disjoint. Throws oal::Error("[analyze] ...") when no paragraph is left.
+std::vector<std::string> analysis_paragraphs(const std::string& text,
+                                             const text::Tokenizer& tokenizer, int64_t ctx,
+                                             int64_t after_tokens);
+
 }  // namespace oal::linearize

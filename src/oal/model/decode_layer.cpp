@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "oal/attention/kernel_blocker.h"
+#include "oal/attention/simd_path.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
 
@@ -39,7 +39,7 @@ void add_into(float* out, const float* a, int64_t n) {
 }
 
 // What decode_layer reads itself: x and the norms. Each projection guards its own
-// weights (Linear::forward_into checks kernel_ready), so they are not checked twice.
+// weights (Linear::forward_into checks simd_ready), so they are not checked twice.
 bool rows_and_norms_ready(const TransformerLayer& L, const at::Tensor& x) {
   return x.device().is_cpu() && x.scalar_type() == at::kFloat && !attn::records_grad(x) &&
          fp32_cpu_constant(L.attn_norm) && fp32_cpu_constant(L.mlp_norm);
@@ -51,7 +51,7 @@ bool decode_layer_can_run(const TransformerLayer& L, const at::Tensor& x) {
   if (!rows_and_norms_ready(L, x)) return false;
   for (const Linear* p : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj,
                           &L.down_proj})
-    if (!p->kernel_ready()) return false;
+    if (!p->simd_ready()) return false;
   return true;
 }
 

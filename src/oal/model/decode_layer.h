@@ -21,7 +21,7 @@
 namespace oal::model {
 
 // Whether decode_layer can run layer L on x: x fp32 on the CPU without autograd, every
-// projection Linear::kernel_ready(), both norms fp32 on the CPU without autograd.
+// projection Linear::simd_ready(), both norms fp32 on the CPU without autograd.
 bool decode_layer_can_run(const TransformerLayer& L, const at::Tensor& x);
 
 // The layer's attention of the M rows: q [M, Hq, 1, D], k [M, Hkv, 1, D],

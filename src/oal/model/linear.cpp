@@ -1,16 +1,16 @@
 #include "oal/model/linear.h"
 
-#include "oal/attention/kernel_blocker.h"
-#include "oal/kernels/cpu/linear_f32.h"
-#include "oal/kernels/cpu/linear_quant.h"
+#include "oal/attention/simd_path.h"
 #include "oal/core/error.h"
+#include "oal/simd/linear_f32.h"
+#include "oal/simd/linear_quant.h"
 
 namespace oal::model {
 namespace {
 
 // The CPU projection kernel takes fp32 CPU inputs without autograd (training and other
 // devices keep at::linear, which is differentiable).
-bool kernel_can_run(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+bool simd_can_run(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   return x.device().is_cpu() && w.device().is_cpu() && x.scalar_type() == at::kFloat &&
          x.numel() > 0 && !attn::records_grad(x) && !attn::records_grad(w) &&
          !attn::records_grad(b) &&
@@ -41,7 +41,7 @@ at::Tensor quant_forward(const QuantWeight& q, const at::Tensor& x, const at::Te
   shape.back() = q.rows;
   at::Tensor y = at::empty(shape, xc.options());
   const at::Tensor b = contiguous_bias(bias);
-  kernels::cpu::linear_quant(xc.numel() / q.cols, xc.data_ptr<float>(), q.view(), bias_data(b),
+  simd::linear_quant(xc.numel() / q.cols, xc.data_ptr<float>(), q.view(), bias_data(b),
                              y.data_ptr<float>());
   return y;
 }
@@ -50,14 +50,14 @@ at::Tensor quant_forward(const QuantWeight& q, const at::Tensor& x, const at::Te
 // at::linear.
 at::Tensor dense_forward(const at::Tensor& weight, const at::Tensor& x, const at::Tensor& bias) {
   const at::Tensor w = weight.scalar_type() == x.scalar_type() ? weight : weight.to(x.scalar_type());
-  if (!kernel_can_run(x, w, bias)) return bias.defined() ? at::linear(x, w, bias) : at::linear(x, w);
+  if (!simd_can_run(x, w, bias)) return bias.defined() ? at::linear(x, w, bias) : at::linear(x, w);
   const at::Tensor xc = x.contiguous(), wc = w.contiguous();
   const int64_t K = w.size(1), N = w.size(0), M = xc.numel() / K;
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = N;
   at::Tensor y = at::empty(shape, xc.options());
   const at::Tensor b = contiguous_bias(bias);
-  kernels::cpu::linear_f32(M, N, K, xc.data_ptr<float>(), wc.data_ptr<float>(), bias_data(b),
+  simd::linear_f32(M, N, K, xc.data_ptr<float>(), wc.data_ptr<float>(), bias_data(b),
                            y.data_ptr<float>());
   return y;
 }
@@ -82,7 +82,7 @@ at::Tensor Linear::forward(const at::Tensor& x) const {
   return y;
 }
 
-bool Linear::kernel_ready() const {
+bool Linear::simd_ready() const {
   if (delta || attn::records_grad(bias)) return false;
   if (bias.defined() && (!bias.device().is_cpu() || bias.scalar_type() != at::kFloat ||
                          !bias.is_contiguous()))
@@ -93,13 +93,13 @@ bool Linear::kernel_ready() const {
 }
 
 void Linear::forward_into(int64_t M, const float* x, float* y) const {
-  check(kernel_ready(), "linear", "forward_into: the projection needs the ATen path (an adapter, "
+  check(simd_ready(), "linear", "forward_into: the projection needs the ATen path (an adapter, "
         "autograd, or a weight that is neither quantized nor fp32 on the CPU)");
   if (quant.defined()) {
-    kernels::cpu::linear_quant(M, x, quant.view(), bias_data(bias), y);
+    simd::linear_quant(M, x, quant.view(), bias_data(bias), y);
     return;
   }
-  kernels::cpu::linear_f32(M, weight.size(0), weight.size(1), x, weight.data_ptr<float>(),
+  simd::linear_f32(M, weight.size(0), weight.size(1), x, weight.data_ptr<float>(),
                            bias_data(bias), y);
 }
 

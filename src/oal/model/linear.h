@@ -36,7 +36,7 @@ struct Linear {
   int64_t nbytes() const;
   // x [..., in] fp32 -> [..., out] fp32 (one GEMM; a narrow weight is widened to fp32
   // first, which is exact for bf16/fp16). Without autograd on CPU this runs the
-  // projection kernel (kernels/cpu/linear_f32.h: own micro-kernel or BLAS, whichever
+  // projection kernel (simd/linear_f32.h: own micro-kernel or BLAS, whichever
   // measured faster here; linear_quant.h for a quantized weight); otherwise at::linear,
   // which is differentiable (a quantized weight is then decoded for the call).
   at::Tensor forward(const at::Tensor& x) const;
@@ -44,10 +44,10 @@ struct Linear {
   // Whether forward_into can run this projection: no adapter, the weight quantized or
   // contiguous fp32 on the CPU, the bias absent or fp32 on the CPU, and autograd
   // recording through neither.
-  bool kernel_ready() const;
+  bool simd_ready() const;
   // y[M, out] = x[M, in] Wᵀ + b on fp32 rows (x and y contiguous, not overlapping)
   // through the projection kernels, without tensors: the decode step's path
-  // (decode_layer.h). Requires kernel_ready().
+  // (decode_layer.h). Requires simd_ready().
   void forward_into(int64_t M, const float* x, float* y) const;
 };
 

@@ -11,14 +11,14 @@ constexpr const char* k_op = "quant weight";
 
 }  // namespace
 
-kernels::cpu::QuantMatrix QuantWeight::view() const {
+simd::QuantMatrix QuantWeight::view() const {
   check(defined(), k_op, "view of an empty quantized weight");
   return {type, rows, cols, bytes.data_ptr<uint8_t>()};
 }
 
 at::Tensor QuantWeight::dequantize() const {
   at::Tensor out = at::empty({rows, cols}, at::TensorOptions().dtype(at::kFloat));
-  kernels::cpu::dequantize_rows(view(), 0, rows, out.data_ptr<float>());
+  simd::dequantize_rows(view(), 0, rows, out.data_ptr<float>());
   return out;
 }
 
@@ -29,10 +29,10 @@ at::Tensor QuantWeight::dequantize_rows(const at::Tensor& idx) const {
   const int64_t n = ix.numel();
   at::Tensor out = at::empty({n, cols}, at::TensorOptions().dtype(at::kFloat));
   const int64_t* p = ix.data_ptr<int64_t>();
-  const kernels::cpu::QuantMatrix m = view();
+  const simd::QuantMatrix m = view();
   for (int64_t i = 0; i < n; ++i) {
     check(p[i] >= 0 && p[i] < rows, k_op, "row {} out of range [0, {})", p[i], rows);
-    kernels::cpu::dequantize_rows(m, p[i], p[i] + 1, out.data_ptr<float>() + i * cols);
+    simd::dequantize_rows(m, p[i], p[i] + 1, out.data_ptr<float>() + i * cols);
   }
   return out;
 }

@@ -2,12 +2,12 @@
 // A weight matrix kept in a ggml block type (as a GGUF file stores it, or converted to
 // Q8_0 by `--weights q8_0`), instead of being widened to fp32: 4.5–8.5 bits per weight
 // where fp32 takes 32 (docs/quantized.md). Linear runs it through
-// kernels/cpu/linear_quant.h; the embedding looks rows up through dequantize_rows.
+// simd/linear_quant.h; the embedding looks rows up through dequantize_rows.
 #include <ATen/ATen.h>
 
 #include <cstdint>
 
-#include "oal/kernels/cpu/linear_quant.h"
+#include "oal/simd/linear_quant.h"
 
 namespace oal::model {
 
@@ -18,7 +18,7 @@ struct QuantWeight {
   at::Tensor bytes;   // uint8 [rows, row bytes], contiguous CPU (a view of a mapped file, or owned)
 
   bool defined() const { return bytes.defined(); }
-  kernels::cpu::QuantMatrix view() const;
+  simd::QuantMatrix view() const;
   // The whole matrix as fp32 [rows, cols] (for training and non-CPU devices).
   at::Tensor dequantize() const;
   // rows idx [n] int64 (each in [0, rows)) as fp32 [n, cols].

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "oal/attention/softmax_method.h"
+#include "oal/attention/softmax/softmax_method.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
 #include "oal/model/decode_layer.h"

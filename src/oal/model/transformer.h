@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "oal/attention/method.h"
-#include "oal/attention/softmax_method.h"
+#include "oal/attention/softmax/softmax_method.h"
 #include "oal/model/config.h"
 #include "oal/model/linear.h"
 #include "oal/model/rope.h"

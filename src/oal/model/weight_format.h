@@ -10,7 +10,7 @@
 //           weight), from whatever it was; the others stay fp32. A Q8_0 tensor is kept.
 //
 // Norms and biases are always fp32. Quantized weights run through
-// kernels/cpu/linear_quant.h (docs/quantized.md).
+// simd/linear_quant.h (docs/quantized.md).
 #include <ATen/ATen.h>
 
 #include <string>

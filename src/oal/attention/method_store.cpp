@@ -1,0 +1,131 @@
+#include "oal/attention/method_store.h"
+
+#include <fmt/format.h>
+
+#include "oal/attention/baselines/feature_method.h"
+#include "oal/attention/registry.h"
+#include "oal/core/error.h"
+#include "oal/io/atomic_file.h"
+#include "oal/io/json_file.h"
+#include "oal/io/safetensors.h"
+
+namespace oal::attn {
+namespace {
+
+constexpr std::string_view k_op = "calibration_run";
+namespace fs = std::filesystem;
+
+// The manifest's "layers" entry of `lm`; a feature-map method's tensors go to `tensors`.
+nlohmann::json layer_json(const LayerMethods& lm, std::map<std::string, at::Tensor>& tensors) {
+  nlohmann::json lj{{"layer", lm.layer}};
+  for (const auto& [name, m] : lm.methods) {
+    auto* fm = dynamic_cast<const FeatureMapMethod*>(m.get());
+    if (!fm) continue;
+    lj["q_heads"] = fm->q_heads();
+    lj["kv_heads"] = fm->kv_heads();
+    lj["head_dim"] = fm->head_dim();
+    for (const auto& [p, t] : fm->state_dict())
+      tensors[fmt::format("{}.layers.{}.{}", name, lm.layer, p)] = t.contiguous();
+  }
+  return lj;
+}
+
+}  // namespace
+
+void write_method_store(const fs::path& dir, const MethodStore& store) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  check(!ec && fs::is_directory(dir), k_op, "cannot create directory {}: {}", dir.string(),
+        ec.message());
+  nlohmann::json j = store.meta.is_object() ? store.meta : nlohmann::json::object();
+  j["format"] = "oal-calibration";
+  j["version"] = 1;
+  j["methods"] = store.methods;
+  j["seed"] = store.seed;
+  std::map<std::string, at::Tensor> tensors;
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& lm : store.layers) layers.push_back(layer_json(lm, tensors));
+  j["layers"] = layers;
+  for (const auto& [name, k] : store.kernels)
+    if (!k.layers.empty()) write_kernels(dir / ("kernels-" + name + ".json"), k);
+  if (!tensors.empty()) io::write_safetensors(dir / "baselines.safetensors", tensors);
+  // The manifest last: a directory without it is not taken for a finished store.
+  io::write_file_atomic(dir / "calibration.json", j.dump(2) + "\n");
+}
+
+namespace {
+
+// One layer's methods described by its manifest entry `lj`, from the files beside it.
+LayerMethods read_layer(const nlohmann::json& lj, const MethodStore& store,
+                        const io::SafetensorsFile& st, const fs::path& st_path) {
+  LayerMethods lm;
+  lm.layer = io::json_int(lj.at("layer"), k_op, "calibration.json: layers[].layer");
+  auto size = [&](const char* key) {  // written when the layer has a feature-map method
+    return io::json_int_or(lj, key, 0, k_op, fmt::format("calibration.json: layers[].{}", key));
+  };
+  for (const auto& name : store.methods) {
+    const auto found = store.kernels.find(name);
+    const ModelKernels* k = found == store.kernels.end() ? nullptr : &found->second;
+    MethodShape shape{lm.layer, size("q_heads"), size("kv_heads"), size("head_dim")};
+    if (k) {
+      const auto& ks = k->layer(lm.layer);
+      shape.q_heads = int64_t(ks.size());
+      shape.kv_heads = shape.kv_heads ? shape.kv_heads : 1;
+      shape.head_dim = ks.at(0).dim();
+    } else if (method_spec(name).kind == MethodKind::exact) {
+      shape = {lm.layer, 1, 1, 1};
+    }
+    auto m = make_method(name, shape, store.seed, k);
+    if (auto* fm = dynamic_cast<FeatureMapMethod*>(m.get())) {
+      TensorMap params;
+      const std::string prefix = fmt::format("{}.layers.{}.", name, lm.layer);
+      for (const auto& [key, t] : st.tensors)
+        if (key.rfind(prefix, 0) == 0) params[key.substr(prefix.size())] = t;
+      check(!params.empty(), k_op, "{}: no parameters for {} layer {}", st_path.string(), name,
+            lm.layer);
+      fm->load_state_dict(params);
+    }
+    lm.methods[name] = m;
+  }
+  return lm;
+}
+
+// The store described by manifest `j` (an object of the right format) and the files
+// beside it in `dir`.
+MethodStore read_store_json(const fs::path& dir, const nlohmann::json& j) {
+  MethodStore store;
+  store.meta = j;
+  store.methods = j.at("methods").get<std::vector<std::string>>();
+  store.seed = io::json_uint(j.at("seed"), k_op, "calibration.json: 'seed'");
+  for (const auto& m : store.methods)
+    if (method_spec(m).kind == MethodKind::quadratic)
+      store.kernels[m] = read_kernels(dir / ("kernels-" + m + ".json"));
+  io::SafetensorsFile st;
+  const fs::path sp = dir / "baselines.safetensors";
+  if (fs::exists(sp)) st = io::read_safetensors(sp);
+  for (const auto& lj : j.at("layers")) store.layers.push_back(read_layer(lj, store, st, sp));
+  return store;
+}
+
+}  // namespace
+
+MethodStore read_method_store(const fs::path& dir) {
+  const fs::path cj = dir / "calibration.json";
+  check(fs::exists(cj), k_op,
+        "{}: no calibration.json (expected a calibration run, made by `oal calibrate`, or a "
+        "converted model's oal_attention/ directory)",
+        dir.string());
+  const nlohmann::json j = io::read_json_file(cj, k_op);
+  check(j.is_object(), k_op, "{}: expected a JSON object (format oal-calibration), got {}",
+        cj.string(), j.type_name());
+  try {
+    check(j.value("format", "") == "oal-calibration" &&
+              io::json_int_or(j, "version", 0, k_op, "calibration.json: 'version'") == 1,
+          k_op, "{}: expected format oal-calibration version 1", cj.string());
+    return read_store_json(dir, j);
+  } catch (const nlohmann::json::exception& e) {
+    fail(k_op, "{}: a field is missing or of the wrong type ({})", cj.string(), e.what());
+  }
+}
+
+}  // namespace oal::attn

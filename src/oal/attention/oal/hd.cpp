@@ -1,0 +1,256 @@
+#include "oal/attention/oal/hd.h"
+
+#include <c10/core/GradMode.h>
+
+#include <cmath>
+#include <vector>
+
+#include "oal/attention/oal/hd_math.h"
+#include "oal/attention/qkv_shape.h"
+#include "oal/attention/simd_path.h"
+#include "oal/core/error.h"
+#include "oal/core/tensor_checks.h"
+#include "oal/simd/oal_prefill.h"
+
+namespace oal::attn {
+
+using namespace hd_detail;  // NOLINT: this module's own internal helpers
+
+// ---- Chunked / decode ------------------------------------------------------------------
+
+namespace {
+
+namespace kc = oal::simd;
+
+// Every check of an extend call (inputs, kernels, state against the inputs).
+AttentionDims check_extend(std::string_view op, const at::Tensor& q, const at::Tensor& k,
+                           const at::Tensor& v, const LayerKernels& lk, const HdState& state,
+                           const HdOptions& options) {
+  AttentionDims s = check_hd_inputs(op, q, k, v, lk, /*longer_keys=*/false);
+  check(options.chunk >= 1, op, "chunk must be >= 1, got {}", options.chunk);
+  auto ct = compute_dtype(q.scalar_type());
+  check_dim(state.S, 4, op, "state S [B, Hkv, Df, Dv+1]");
+  check(state.S.size(0) == s.batch && state.S.size(1) == s.kv_heads &&
+            state.S.size(2) == simd::oal_feature_dim(s.dim) && state.S.size(3) == s.value_dim + 1,
+        op, "state S is {}, inputs need [{}, {}, {}, {}]", shape_str(state.S), s.batch,
+        s.kv_heads, simd::oal_feature_dim(s.dim), s.value_dim + 1);
+  check(state.S.scalar_type() == ct, op, "state dtype {} does not match compute dtype {}",
+        c10::toString(state.S.scalar_type()), c10::toString(ct));
+  check(state.S.device() == q.device(), op, "state and inputs on different devices");
+  return s;
+}
+
+// The CPU kernels on fp32 copies of the inputs; state.S (fp32) is updated in place.
+// A single token with a workspace runs the fused decode step, anything else the chunked
+// prefill kernel (without its readout when `readout` is false: an undefined tensor is
+// returned). y [B, Hq, T, Dv] in q's dtype.
+at::Tensor extend_simd(const AttentionDims& s, const at::Tensor& q, const at::Tensor& k,
+                         const at::Tensor& v, const kc::OalPlan& plan, HdState& state,
+                         int64_t chunk, kc::OalDecodeWorkspace* ws, bool readout) {
+  if (!state.S.is_contiguous()) state.S = state.S.contiguous();
+  auto qf = q.to(at::kFloat).contiguous(), kf = k.to(at::kFloat).contiguous();
+  auto vf = v.to(at::kFloat).contiguous();
+  at::Tensor y;
+  if (readout) y = at::empty({s.batch, s.q_heads, s.q_len, s.value_dim}, qf.options());
+  if (s.q_len == 1 && ws != nullptr && readout) {
+    kc::oal_decode_step_f32(plan, s.kv_heads, qf.data_ptr<float>(), kf.data_ptr<float>(),
+                            vf.data_ptr<float>(), y.data_ptr<float>(),
+                            state.S.data_ptr<float>(), *ws);
+  } else {
+    kc::OalPrefillOptions o;
+    o.chunk = chunk;
+    kc::oal_prefill_f32(s, plan, qf.data_ptr<float>(), kf.data_ptr<float>(), vf.data_ptr<float>(),
+                        readout ? y.data_ptr<float>() : nullptr, state.S.data_ptr<float>(), o);
+  }
+  state.tokens += s.q_len;
+  return readout ? y.to(q.scalar_type()) : y;
+}
+
+// The differentiable ATen evaluation (intra-chunk factored weights + state readout).
+at::Tensor extend_aten(std::string_view op, const AttentionDims& s, const at::Tensor& q,
+                       const at::Tensor& k, const at::Tensor& v, const LayerKernels& lk,
+                       HdState& state, const HdOptions& options) {
+  auto ct = compute_dtype(q.scalar_type());
+  const bool recording = records_grad(q) || records_grad(k) || records_grad(v) || records_grad(lk.L) ||
+                         records_grad(state.S);
+  const int64_t B = s.batch, Hkv = s.kv_heads, Hq = s.q_heads, G = s.group_size();
+  const int64_t n = lk.max_groups() + 1;
+  const double inv = 1.0 / std::sqrt(static_cast<double>(s.dim));
+  Prepared p = prepare(lk, ct, q.device());
+  auto qc = q.to(ct), kc = k.to(ct), uc = with_ones(v.to(ct));
+  at::Tensor S = state.S;
+  bool state_empty = state.tokens == 0;
+  std::vector<at::Tensor> outs;
+  for (int64_t cs = 0; cs < s.q_len; cs += options.chunk) {
+    int64_t tc = std::min(options.chunk, s.q_len - cs);
+    auto qb = qc.narrow(2, cs, tc), kb = kc.narrow(2, cs, tc), ub = uc.narrow(2, cs, tc);
+    // Intra-chunk, factored: z_c[i, j] = L[0, c] + sum_r q_ir L[g(r)+1, c] k_jr / sqrt(d).
+    auto zq = (qb.unsqueeze(2) * p.z_weight.view({1, Hq, n, 1, s.dim}) * inv)
+                  .reshape({B, Hkv, G, n, tc, s.dim});
+    auto z = at::matmul(zq, kb.transpose(-1, -2).reshape({B, Hkv, 1, 1, s.dim, tc}))
+                 .reshape({B, Hq, n, tc, tc}) +
+             p.z_const.view({1, Hq, n, 1, 1});
+    auto w = z.square().sum(2) + lk.eps;  // [B, Hq, tc, tc], >= eps
+    auto future = at::ones({tc, tc}, q.options().dtype(at::kBool)).triu(1);
+    w = w.masked_fill(future, 0.0);
+    auto ut = at::matmul(w.reshape({B, Hkv, G, tc, tc}), ub.unsqueeze(2));
+    // Inter-chunk: phiQ(q) · S_prev, the state of everything before this chunk.
+    if (!state_empty) {
+      auto fq = phi_q(qb, p).reshape({B, Hkv, G * tc, -1});
+      ut = ut + at::matmul(fq, S).reshape({B, Hkv, G, tc, s.value_dim + 1});
+    }
+    auto upd = at::matmul(phi_k(kb).transpose(-1, -2), ub);  // [B, Hkv, Df, dv+1]
+    S = recording ? S + upd : S.add_(upd);
+    state_empty = false;
+    outs.push_back(ut);
+  }
+  state.S = S;
+  state.tokens += s.q_len;
+  return readout(op, at::cat(outs, 3), s, q.scalar_type());
+}
+
+}  // namespace
+
+std::string hd_simd_blocker(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                              const LayerKernels& lk, const HdState& state,
+                              const HdOptions& options) {
+  if (options.backend == HdBackend::aten) return "the ATen backend was requested";
+  if (!state.S.defined()) return "the state is undefined";
+  std::string why = simd_blocker(q, k, v);
+  if (!why.empty()) return why;
+  if (!state.S.device().is_cpu()) return "the state is not on the CPU";
+  if (state.S.scalar_type() != at::kFloat) return "the state is not fp32";
+  if (records_grad(lk.L) || records_grad(state.S))
+    return "autograd is recording through L or the state (trainable kernels outside a "
+           "NoGradGuard)";
+  return "";
+}
+
+namespace {
+
+std::shared_ptr<const kc::OalPlan> plan_for(const LayerKernels& lk, const HdOptions& options) {
+  if (options.plan_cache) return options.plan_cache->get(lk);
+  return std::make_shared<const kc::OalPlan>(kc::OalPlan::build(lk.group_of, lk.L.detach(), lk.eps));
+}
+
+}  // namespace
+
+at::Tensor hd_extend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const LayerKernels& lk, HdState& state, const HdOptions& options) {
+  constexpr std::string_view op = "hd_chunked";
+  AttentionDims s = check_extend(op, q, k, v, lk, state, options);
+  if (s.q_len == 0) return at::zeros({s.batch, s.q_heads, 0, s.value_dim}, q.options());
+  // Dispatch point: the fp32 CPU kernel whenever it can run, the ATen code otherwise.
+  if (hd_simd_blocker(q, k, v, lk, state, options).empty())
+    return extend_simd(s, q, k, v, *plan_for(lk, options), state, options.chunk, nullptr, true);
+  return extend_aten(op, s, q, k, v, lk, state, options);
+}
+
+HdPrefill hd_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const LayerKernels& kernels, const HdOptions& options,
+                     const HdState* initial) {
+  constexpr std::string_view op = "hd_chunked";
+  AttentionDims s = check_qkv(op, q, k, v, /*allow_longer_keys=*/false);
+  HdPrefill out;
+  if (initial) {
+    check(initial->S.defined(), op, "initial state is undefined");
+    out.state.S = initial->S.clone();  // the caller's state stays untouched
+    out.state.tokens = initial->tokens;
+  } else {
+    out.state = HdState::zeros(s.batch, s.kv_heads, s.dim, s.value_dim,
+                               compute_dtype(q.scalar_type()), q.device());
+  }
+  out.y = hd_extend(q, k, v, kernels, out.state, options);
+  return out;
+}
+
+at::Tensor hd_step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                   const LayerKernels& kernels, HdState& state, const HdOptions& options) {
+  constexpr std::string_view op = "hd_step";
+  check_dim(q, 3, op, "q [B, Hq, D]");
+  check_dim(k, 3, op, "k [B, Hkv, D]");
+  check_dim(v, 3, op, "v [B, Hkv, Dv]");
+  return hd_extend(q.unsqueeze(2), k.unsqueeze(2), v.unsqueeze(2), kernels, state, options)
+      .squeeze(2);
+}
+
+// ---- HdDecodeState -------------------------------------------------------------------
+
+HdDecodeState::HdDecodeState(LayerKernels kernels, int64_t batch, HdOptions options)
+    : kernels_(std::move(kernels)), batch_(batch), options_(std::move(options)) {
+  check(batch >= 1, "hd_decode", "batch must be >= 1, got {}", batch);
+  kernels_.validate("hd_decode");
+  if (!options_.plan_cache) options_.plan_cache = std::make_shared<OalPlanCache>();
+}
+
+HdDecodeState::HdDecodeState(LayerKernels kernels, HdState state, HdOptions options)
+    : kernels_(std::move(kernels)), batch_(state.batch()), options_(std::move(options)),
+      state_(std::move(state)) {
+  kernels_.validate("hd_decode", state_->dim());
+  state_->S = state_->S.clone();  // extend() updates in place; the caller's state stays
+  if (!options_.plan_cache) options_.plan_cache = std::make_shared<OalPlanCache>();
+}
+
+AttentionDims HdDecodeState::check_tokens(const at::Tensor& q, const at::Tensor& k,
+                                          const at::Tensor& v) {
+  constexpr std::string_view op = "hd_decode";
+  const AttentionDims s = check_qkv(op, q, k, v, /*allow_longer_keys=*/false);
+  check(s.batch == batch_, op, "state was made for batch {}, got q {}", batch_, shape_str(q));
+  check(kernels_.heads() == s.q_heads && kernels_.group_of.size(1) == s.dim, op,
+        "kernels are for Hq = {}, d = {}; q is {}", kernels_.heads(),
+        kernels_.group_of.size(1), shape_str(q));
+  if (!state_)
+    state_ = HdState::zeros(s.batch, s.kv_heads, s.dim, s.value_dim,
+                            compute_dtype(q.scalar_type()), q.device());
+  check(state_->S.size(1) == s.kv_heads && state_->S.size(3) == s.value_dim + 1, op,
+        "state S is {}, tokens have Hkv = {}, Dv = {}", shape_str(state_->S), s.kv_heads,
+        s.value_dim);
+  return s;
+}
+
+at::Tensor HdDecodeState::run_simd(const AttentionDims& s, const at::Tensor& q,
+                                     const at::Tensor& k, const at::Tensor& v, bool readout) {
+  if (s.q_len == 1 && !ws_)
+    ws_ = std::make_unique<kc::OalDecodeWorkspace>(s.batch, s.kv_heads, s.group_size(), s.dim,
+                                                   s.value_dim);
+  return extend_simd(s, q, k, v, *options_.plan_cache->get(kernels_), *state_, options_.chunk,
+                       ws_.get(), readout);
+}
+
+at::Tensor HdDecodeState::extend(const at::Tensor& q, const at::Tensor& k,
+                                 const at::Tensor& v) {
+  const AttentionDims s = check_tokens(q, k, v);
+  if (s.q_len > 0 && hd_simd_blocker(q, k, v, kernels_, *state_, options_).empty())
+    return run_simd(s, q, k, v, /*readout=*/true);
+  return hd_extend(q, k, v, kernels_, *state_, options_);
+}
+
+void HdDecodeState::absorb(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const AttentionDims s = check_tokens(q, k, v);
+  if (s.q_len > 0 && hd_simd_blocker(q, k, v, kernels_, *state_, options_).empty())
+    run_simd(s, q, k, v, /*readout=*/false);
+  else
+    hd_extend(q, k, v, kernels_, *state_, options_);
+}
+
+StateSnapshot HdDecodeState::snapshot() const {
+  StateSnapshot s{.tokens = tokens()};
+  if (state_ && state_->tokens > 0) s.add("S", state_->S);
+  return s;
+}
+
+void HdDecodeState::restore(const StateSnapshot& s) {
+  constexpr std::string_view op = "hd_decode";
+  check_restorable(op, s, tokens(), {"S"});
+  if (s.tokens == 0) return;  // an empty state is created at the first tokens
+  const at::Tensor& S = *s.find(op, "S", 4);
+  const int64_t d = kernels_.group_of.size(1);
+  check(S.size(0) == batch_ && S.size(1) >= 1 && kernels_.heads() % S.size(1) == 0 && S.size(2) == 1 + d + d * (d + 1) / 2 && S.size(3) >= 2 &&
+            (S.scalar_type() == at::kFloat || S.scalar_type() == at::kDouble),
+        op, "restore: S must be [{}, Hkv | {}, {}, Dv + 1] fp32 or fp64 for d = {}; got {} {}", batch_,
+        kernels_.heads(),
+        1 + d + d * (d + 1) / 2, d, shape_str(S), c10::toString(S.scalar_type()));
+  state_ = HdState{S.clone(), s.tokens};
+}
+
+}  // namespace oal::attn

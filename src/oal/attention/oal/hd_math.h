@@ -1,0 +1,40 @@
+#pragma once
+// Internal to src/oal/attention/oal/hd*.cpp: the ATen building blocks the HD references and
+// the chunked evaluation share (feature maps, prepared coefficients, checks, readout).
+// Shapes as in hd.h; "compute dtype" = fp64 for fp64 inputs, fp32 otherwise.
+#include <ATen/ATen.h>
+
+#include <string_view>
+
+#include "oal/attention/oal/quadratic.h"
+#include "oal/attention/qkv_shape.h"
+
+namespace oal::attn::hd_detail {
+
+// Kernel quantities one evaluation needs, in the compute dtype (differentiable in L).
+struct Prepared {
+  at::Tensor z_weight;  // [Hq, n, d]: L[h, g(r)+1, c] at [h, c, r] (factored form)
+  at::Tensor z_const;   // [Hq, n]: L[h, 0, c]
+  at::Tensor phi_a;     // [Hq]: a
+  at::Tensor phi_b;     // [Hq, d]: b_r / sqrt(d)
+  at::Tensor phi_c;     // [Hq, P]: m_rt C_rt / d at the packed pairs
+};
+Prepared prepare(const LayerKernels& lk, at::ScalarType ct, const at::Device& dev);
+
+// Flat index r * d + t of the pairs r <= t in the packed H2 order (triu_indices order).
+at::Tensor packed_pair_index(int64_t d, const at::Device& dev);
+// phiK(k): [B, H, T, d] -> [B, H, T, Df] = [1, k_r, k_r k_t (r <= t)].
+at::Tensor phi_k(const at::Tensor& k);
+// phiQ(q) per query head: [B, Hq, T, d] -> [B, Hq, T, Df].
+at::Tensor phi_q(const at::Tensor& q, const Prepared& p);
+// Common checks of an HD evaluation call (inputs + kernels); returns the shape.
+AttentionDims check_hd_inputs(std::string_view op, const at::Tensor& q, const at::Tensor& k,
+                              const at::Tensor& v, const LayerKernels& lk, bool longer_keys);
+// u = [v ; 1]: [B, Hkv, T, Dv] -> [B, Hkv, T, Dv + 1].
+at::Tensor with_ones(const at::Tensor& v);
+// ũ [B, Hkv, G, T, Dv+1] -> y [B, Hq, T, Dv] after checking every denominator is finite
+// and > 0 (throws oal::Error naming `op` otherwise).
+at::Tensor readout(std::string_view op, const at::Tensor& ut, const AttentionDims& s,
+                   at::ScalarType out);
+
+}  // namespace oal::attn::hd_detail

@@ -1,0 +1,26 @@
+#pragma once
+// The one question every attention entry point asks before it hands tensors to the SIMD
+// code (src/oal/simd): can it take them? The entry points ARE the dispatch points
+// (SoftmaxAttention / SoftmaxKvCache, hd_extend / HdDecodeState): they run the SIMD path
+// when the answer is "" and their differentiable ATen reference otherwise. The answer
+// never changes a result beyond fp32 rounding, only its speed. ("Kernel" in this project
+// is the paper's κ, quadratic.h; the SIMD code is never called a kernel in identifiers.)
+#include <ATen/ATen.h>
+
+#include <string>
+
+namespace oal::attn {
+
+// Why the SIMD code cannot take q, k, v ("" when they can), in words a user can act on:
+// a tensor not on the CPU, a dtype other than fp32/bf16, or autograd recording through
+// one of them. Method-specific reasons (OAL's L and state) are added by hd_simd_blocker.
+std::string simd_blocker(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
+// Whether autograd is recording through t (defined, grad mode on, t requires grad).
+bool records_grad(const at::Tensor& t);
+
+// What a report prints for an entry point's path: "simd (avx512)" when `blocker` is
+// empty (with the SIMD target it runs), else "reference (<blocker>)".
+std::string simd_path(const std::string& blocker);
+
+}  // namespace oal::attn

@@ -1,0 +1,221 @@
+// Flash-style causal softmax on the CPU, compiled once per SIMD target (Highway
+// foreach_target; the GEMMs go through gemm_f32's own dispatch).
+#include "oal/simd/simd_config.h"
+// (simd_config.h first: it selects the targets foreach_target.h compiles.)
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "oal/simd/flash_softmax.cpp"
+#include <hwy/foreach_target.h>
+#include <hwy/highway.h>
+
+#include <limits>
+#include <vector>
+
+#include "oal/simd/flash_softmax.h"
+#include "oal/simd/gemm_f32.h"
+#include "oal/simd/parallel.h"
+#include "oal/simd/simd_tiles-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace oal::simd::HWY_NAMESPACE {
+namespace {
+
+constexpr float k_neg_inf = -std::numeric_limits<float>::infinity();
+
+// Online-softmax step for one score row s[0, n_total) of which the first n_valid are
+// visible: updates the running max m and sum l, overwrites s with exp(s - m_new) (zeros
+// past n_valid) and returns the factor the row's running output must be scaled by.
+float online_row(float* s, int64_t n_valid, int64_t n_total, float& m, float& l) {
+  const DF d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const VF neg_inf = hn::Set(d, k_neg_inf);
+  VF vmax = neg_inf;
+  for (int64_t j = 0; j < n_valid; j += L)
+    vmax = hn::IfThenElse(first_lanes(d, n_valid - j), hn::Max(vmax, load_n(d, s + j, n_valid - j)),
+                          vmax);
+  const float m_new = std::max(m, hn::GetLane(hn::MaxOfLanes(d, vmax)));
+  const float alpha = m == k_neg_inf ? 0.0f : std::exp(m - m_new);
+  const VF vm = hn::Set(d, m_new);
+  VF vsum = hn::Zero(d);
+  for (int64_t j = 0; j < n_total; j += L) {
+    const auto valid = first_lanes(d, n_valid - j);
+    const VF p = hn::IfThenElseZero(valid, exp_clamped(d, hn::Sub(load_n(d, s + j, n_total - j), vm)));
+    store_n(p, d, s + j, n_total - j);
+    vsum = hn::Add(vsum, p);
+  }
+  l = l * alpha + hn::GetLane(hn::SumOfLanes(d, vsum));
+  m = m_new;
+  return alpha;
+}
+
+struct Scratch {
+  std::vector<float> qs, s, o, m, l;
+  std::vector<float> kb, vb;  // an f16 cache's key block, widened: Kᵀ [D, k_block], V [k_block, Dv]
+};
+
+// Geometry of the work items: `heads` query heads of one KV group stacked over one
+// query block of `rows` positions (rows = heads x positions; several heads are stacked
+// only when T is shorter than the block, e.g. decode, so each GEMM still has rows).
+struct Items {
+  int64_t heads = 1, n_hb = 1, n_qb = 1, block = 64;
+  int64_t count(const AttentionDims& d) const { return d.batch * d.kv_heads * n_hb * n_qb; }
+};
+
+Items plan_items(const AttentionDims& d, const FlashOptions& opt) {
+  Items it;
+  const FlashTiling t = flash_tiling(d, opt);
+  it.block = t.block;
+  it.heads = t.heads;
+  it.n_hb = d.group_size() / it.heads;
+  it.n_qb = (d.q_len + it.block - 1) / it.block;
+  return it;
+}
+
+struct Call {
+  const AttentionDims& dims;
+  const FlashOptions& opt;
+  const Items& it;
+  const float* q;
+  const void* kt;  // float, or hwy::float16_t when `half`
+  int64_t ldkt;
+  const void* v;
+  int64_t v_rows;
+  float* y;
+  float scale;
+  bool half;
+};
+
+// Keys [j0, j0 + bc) of KV head kvh as fp32 operands of the two GEMMs: Kᵀ rows with
+// stride ldkt and V rows of Dv. An fp32 cache is read in place; an f16 one is widened
+// into the worker's scratch first (one pass over the block, then GEMMs from cache).
+struct KvBlock {
+  const float* kt;
+  int64_t ldkt;
+  const float* v;
+};
+
+KvBlock kv_block(const Call& c, int64_t kvh, int64_t j0, int64_t bc, Scratch& w) {
+  const int64_t D = c.dims.dim, Dv = c.dims.value_dim;
+  if (!c.half) {
+    const float* kt = static_cast<const float*>(c.kt) + kvh * D * c.ldkt;
+    const float* v = static_cast<const float*>(c.v) + kvh * c.v_rows * Dv;
+    return {kt + j0, c.ldkt, v + j0 * Dv};
+  }
+  const auto* kt = static_cast<const hwy::float16_t*>(c.kt) + kvh * D * c.ldkt + j0;
+  const auto* v = static_cast<const hwy::float16_t*>(c.v) + (kvh * c.v_rows + j0) * Dv;
+  const int64_t Bc = c.opt.k_block;
+  for (int64_t r = 0; r < D; ++r) widen_f16(kt + r * c.ldkt, w.kb.data() + r * Bc, bc);
+  widen_f16(v, w.vb.data(), bc * Dv);
+  return {w.kb.data(), Bc, w.vb.data()};
+}
+
+// One work item: KV head `kvh` (batch-major index), head block `hb`, query block `qb`.
+void flash_item(const Call& c, int64_t kvh, int64_t hb, int64_t qb, Scratch& w) {
+  const AttentionDims& dims = c.dims;
+  const int64_t D = dims.dim, Dv = dims.value_dim, T = dims.q_len;
+  const int64_t Bc = c.opt.k_block, off = dims.offset();
+  const int64_t i0 = qb * c.it.block, rb = std::min(c.it.block, T - i0);
+  const int64_t rows = rb * c.it.heads;
+  const int64_t b = kvh / dims.kv_heads;
+  const int64_t h0 = (kvh % dims.kv_heads) * dims.group_size() + hb * c.it.heads;
+  // Row r = (head h0 + r / rb, position i0 + r % rb).
+  for (int64_t r = 0; r < rows; ++r)
+    scaled_product(c.scale, c.q + ((b * dims.q_heads + h0 + r / rb) * T + i0 + r % rb) * D,
+                   nullptr, w.qs.data() + r * D, D);
+  std::fill(w.o.begin(), w.o.begin() + rows * Dv, 0.0f);
+  std::fill(w.m.begin(), w.m.begin() + rows, k_neg_inf);
+  std::fill(w.l.begin(), w.l.begin() + rows, 0.0f);
+  const int64_t kend = i0 + rb + off;  // keys [0, kend) are visible to some row
+  for (int64_t j0 = 0; j0 < kend; j0 += Bc) {
+    const int64_t bc = std::min(Bc, kend - j0);
+    const KvBlock kv = kv_block(c, kvh, j0, bc, w);
+    gemm_f32(rows, bc, D, w.qs.data(), D, 1, kv.kt, kv.ldkt, w.s.data(), Bc, false);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t n_valid = std::clamp<int64_t>(i0 + r % rb + off - j0 + 1, 0, bc);
+      const float alpha = online_row(w.s.data() + r * Bc, n_valid, bc, w.m[r], w.l[r]);
+      if (alpha != 1.0f) scaled_product(alpha, w.o.data() + r * Dv, nullptr, w.o.data() + r * Dv, Dv);
+    }
+    gemm_f32(rows, Dv, bc, w.s.data(), Bc, 1, kv.v, Dv, w.o.data(), Dv, true);
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    scaled_product(1.0f / w.l[r], w.o.data() + r * Dv, nullptr,
+                   c.y + ((b * dims.q_heads + h0 + r / rb) * T + i0 + r % rb) * Dv, Dv);
+}
+
+}  // namespace
+
+// kt, v: float, or hwy::float16_t when `half`.
+void flash_kt(const AttentionDims& dims, const float* q, const void* kt, int64_t ldkt,
+              const void* v, int64_t v_rows, float* y, float scale, const FlashOptions& opt,
+              bool half) {
+  const Items it = plan_items(dims, opt);
+  const int64_t items = it.count(dims);
+  const int64_t rows = it.block * it.heads;
+  std::vector<Scratch> scratch(static_cast<size_t>(worker_count(items, opt.threads)));
+  for (auto& w : scratch) {
+    w.qs.resize(rows * dims.dim);
+    w.s.resize(rows * opt.k_block);
+    w.o.resize(rows * dims.value_dim);
+    w.m.resize(rows);
+    w.l.resize(rows);
+    if (half) {
+      w.kb.resize(dims.dim * opt.k_block);
+      w.vb.resize(opt.k_block * dims.value_dim);
+    }
+  }
+  const Call call{dims, opt, it, q, kt, ldkt, v, v_rows, y, scale, half};
+  const int64_t per_qb = dims.batch * dims.kv_heads * it.n_hb;
+  // Item i: the latest query blocks (most keys) first, so the last items are cheap.
+  parallel_items(items, opt.threads, [&](int64_t worker, int64_t i) {
+    const int64_t qb = it.n_qb - 1 - i / per_qb, rest = i % per_qb;
+    flash_item(call, rest / it.n_hb, rest % it.n_hb, qb, scratch[worker]);
+  });
+}
+
+}  // namespace oal::simd::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace oal::simd {
+HWY_EXPORT(flash_kt);
+
+FlashTiling flash_tiling(const AttentionDims& d, const FlashOptions& opt) {
+  FlashTiling t;
+  t.block = std::min(opt.q_block, d.q_len);
+  t.heads = std::clamp<int64_t>(opt.q_block / std::max<int64_t>(d.q_len, 1), 1, d.group_size());
+  while (d.group_size() % t.heads != 0) --t.heads;
+  return t;
+}
+
+void flash_softmax_kt_f32(const AttentionDims& dims, const float* q, const float* kt,
+                          int64_t ldkt, const float* v, int64_t v_rows, float* y,
+                          float scale, const FlashOptions& opt) {
+  if (dims.q_len == 0 || dims.batch == 0 || dims.q_heads == 0) return;
+  HWY_DYNAMIC_DISPATCH(flash_kt)(dims, q, kt, ldkt, v, v_rows, y, scale, opt, false);
+}
+
+void flash_softmax_kt_f16(const AttentionDims& dims, const float* q, const uint16_t* kt,
+                          int64_t ldkt, const uint16_t* v, int64_t v_rows, float* y, float scale,
+                          const FlashOptions& opt) {
+  static_assert(sizeof(hwy::float16_t) == sizeof(uint16_t), "IEEE half is 2 bytes");
+  if (dims.q_len == 0 || dims.batch == 0 || dims.q_heads == 0) return;
+  HWY_DYNAMIC_DISPATCH(flash_kt)(dims, q, kt, ldkt, v, v_rows, y, scale, opt, true);
+}
+
+void flash_softmax_f32(const AttentionDims& dims, const float* q, const float* k,
+                       const float* v, float* y, float scale, const FlashOptions& opt) {
+  const int64_t D = dims.dim, S = dims.k_len;
+  if (dims.q_len == 0 || dims.batch == 0 || dims.q_heads == 0) return;
+  const int64_t n_kv = dims.batch * dims.kv_heads;
+  // Kᵀ per KV head [D, S]: the score GEMM then reads contiguous key rows per dimension.
+  std::vector<float> kt(static_cast<size_t>(n_kv * D * S));
+  parallel_items(n_kv, opt.threads, [&](int64_t, int64_t u) {
+    const float* src = k + u * S * D;
+    float* dst = kt.data() + u * D * S;
+    for (int64_t j = 0; j < S; ++j)
+      for (int64_t r = 0; r < D; ++r) dst[r * S + j] = src[j * D + r];
+  });
+  flash_softmax_kt_f32(dims, q, kt.data(), S, v, S, y, scale, opt);
+}
+
+}  // namespace oal::simd
+#endif  // HWY_ONCE

@@ -1,0 +1,53 @@
+#pragma once
+// Flash-style causal softmax attention on the CPU (exact softmax, online over key
+// blocks), with grouped-query attention. The tensor entry points are
+// attention/softmax/softmax.h (softmax_attention_flash) and SoftmaxAttention / SoftmaxKvCache
+// (attention/softmax/softmax_method.h); this is the raw kernel.
+#include <cstdint>
+
+#include "oal/simd/attention_dims.h"
+
+namespace oal::simd {
+
+struct FlashOptions {
+  int64_t q_block = 64;  // query rows per work item
+  int64_t k_block = 64;  // keys per online-softmax step
+  int threads = 0;       // 0 = ATen's thread count
+};
+
+// How a call is cut into work items: `heads` query heads of one KV group stacked over a
+// query block of `block` positions (several heads only when T is shorter than q_block,
+// e.g. decode), so each item's score GEMM is (block · heads) x min(k_block, S) x D and its
+// value GEMM (block · heads) x Dv x min(k_block, S). oal bench's GEMM model reads it.
+struct FlashTiling {
+  int64_t heads = 1, block = 64;
+};
+FlashTiling flash_tiling(const AttentionDims& dims, const FlashOptions& opt);
+
+// y = softmax(scale · q kᵀ + causal mask) v per query head; fp32 in/out, contiguous
+// (see AttentionDims), fp32 accumulation. Work items are (batch, head, query block),
+// handed out longest first. Scratch: one Kᵀ copy per KV head plus O(q_block · (k_block
+// + Dv)) per worker. Requires T >= 1 rows to have at least one visible key (always true
+// for causal attention with S >= T).
+void flash_softmax_f32(const AttentionDims& dims, const float* q, const float* k,
+                       const float* v, float* y, float scale, const FlashOptions& opt = {});
+
+// The same with keys given transposed: kt holds, per KV head (batch-major), D rows of
+// ldkt floats (ldkt >= S), row r = dimension r of keys 0..S-1 — the layout a decode KV
+// cache keeps so a step never re-transposes the cache. When T is shorter than q_block,
+// the query heads of one KV head are stacked into one work item (decode: all of them).
+// v likewise holds v_rows >= S rows of Dv floats per KV head (a cache's capacity).
+void flash_softmax_kt_f32(const AttentionDims& dims, const float* q, const float* kt,
+                          int64_t ldkt, const float* v, int64_t v_rows, float* y, float scale,
+                          const FlashOptions& opt = {});
+
+// The same on a KV cache held in IEEE half (binary16, as uint16_t bits; llama.cpp's default
+// f16 cache): kt and v laid out as above, 2 bytes per element. Each key block is widened
+// to fp32 scratch once per work item, then the same fp32 GEMMs run, so the cache takes
+// half the memory and bandwidth and the arithmetic stays fp32; only the cached keys and
+// values carry the half rounding (relative 2^-11).
+void flash_softmax_kt_f16(const AttentionDims& dims, const float* q, const uint16_t* kt,
+                          int64_t ldkt, const uint16_t* v, int64_t v_rows, float* y, float scale,
+                          const FlashOptions& opt = {});
+
+}  // namespace oal::simd

@@ -1,0 +1,302 @@
+// Projections on ggml-quantized weights, compiled once per SIMD target (Highway
+// foreach_target): block decoders that expand 32 weights into fp32 registers, the
+// streaming decode pass built on them, and the row decoder the prefill panels use.
+#include "oal/simd/simd_config.h"
+// (simd_config.h first: it selects the targets foreach_target.h compiles.)
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "oal/simd/linear_quant.cpp"
+#include <hwy/foreach_target.h>
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+#include <cstring>
+#include <vector>
+
+#include "oal/io/gguf_quants.h"
+#include "oal/simd/linear_quant.h"
+#include "oal/simd/simd_tiles-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace oal::simd::HWY_NAMESPACE {
+
+constexpr size_t k_qk = 32;  // elements per block of every fast type
+// Vectors per block: 2 on AVX-512, 4 on AVX2, 8 on SSE4/NEON, 32 on the scalar target.
+constexpr size_t k_nv = k_qk / hn::MaxLanes(DF());
+
+using DI = hn::Rebind<int32_t, DF>;
+
+// How far ahead of the block being decoded the decode pass prefetches (rows are back to
+// back, so this runs on into the next row).
+constexpr int64_t k_prefetch_bytes = 2048;
+
+// The fp16 at p (any alignment) as fp32, through the target's conversion (F16C on
+// AVX2/AVX-512; Highway emulates it elsewhere). Exact, as io::fp16_to_fp32.
+HWY_INLINE float half_at(const uint8_t* p) {
+  const hn::CappedTag<float, 1> d1;
+  const hn::Rebind<hwy::float16_t, decltype(d1)> dh;
+  hwy::float16_t h[1];
+  std::memcpy(h, p, sizeof(h));
+  return hn::GetLane(hn::PromoteTo(d1, hn::LoadU(dh, h)));
+}
+
+// Nibbles of elements [e, e + L) of a 4-bit block: element j < 16 is the low nibble of
+// qs[j], element j >= 16 the high nibble of qs[j - 16] (ggml's Q4 layout).
+HWY_INLINE hn::Vec<DI> nibbles(const uint8_t* qs, size_t e) {
+  const DI di;
+  const hn::Rebind<uint8_t, DF> d8;
+  const auto bytes = hn::PromoteTo(di, hn::LoadU(d8, qs + (e & 15)));
+  return e < 16 ? hn::And(bytes, hn::Set(di, 15)) : hn::ShiftRight<4>(bytes);
+}
+
+// Each decoder writes a block's 32 weights as k_nv vectors (lane order = element order).
+// Q8_0, 34 bytes: d fp16 | qs int8[32].   w = d·q.
+struct DecodeQ8_0 {
+  static constexpr int64_t bytes = 34;
+  HWY_INLINE void operator()(const uint8_t* b, VF* w) const {
+    const DF df;
+    const DI di;
+    const hn::Rebind<int8_t, DF> d8;
+    const VF d = hn::Set(df, half_at(b));
+    const auto* qs = reinterpret_cast<const int8_t*>(b + 2);
+    const size_t L = hn::Lanes(df);
+    for (size_t i = 0; i < k_nv; ++i)
+      w[i] = hn::Mul(d, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, qs + i * L))));
+  }
+};
+
+// Q4_0, 18 bytes: d fp16 | qs[16].   w = d·(q − 8).
+struct DecodeQ4_0 {
+  static constexpr int64_t bytes = 18;
+  HWY_INLINE void operator()(const uint8_t* b, VF* w) const {
+    const DF df;
+    const DI di;
+    const VF d = hn::Set(df, half_at(b));
+    const size_t L = hn::Lanes(df);
+    for (size_t i = 0; i < k_nv; ++i)
+      w[i] = hn::Mul(d, hn::ConvertTo(df, hn::Sub(nibbles(b + 2, i * L), hn::Set(di, 8))));
+  }
+};
+
+// Q4_1, 20 bytes: d fp16 | m fp16 | qs[16].   w = d·q + m (one rounding: d·q is exact).
+struct DecodeQ4_1 {
+  static constexpr int64_t bytes = 20;
+  HWY_INLINE void operator()(const uint8_t* b, VF* w) const {
+    const DF df;
+    const VF d = hn::Set(df, half_at(b)), m = hn::Set(df, half_at(b + 2));
+    const size_t L = hn::Lanes(df);
+    for (size_t i = 0; i < k_nv; ++i)
+      w[i] = hn::MulAdd(hn::ConvertTo(df, nibbles(b + 4, i * L)), d, m);
+  }
+};
+
+// 32 fp32 values (a row the scalar decoder has already expanded).
+struct DecodeF32 {
+  static constexpr int64_t bytes = k_qk * sizeof(float);
+  HWY_INLINE void operator()(const uint8_t* b, VF* w) const {
+    const DF df;
+    const auto* f = reinterpret_cast<const float*>(b);
+    for (size_t i = 0; i < k_nv; ++i) w[i] = hn::LoadU(df, f + i * hn::Lanes(df));
+  }
+};
+
+// y[m, n] (row stride N) = row · x[m] for m < kM, `row` holding K / 32 blocks. Each block
+// is decoded once and multiplied with every x row; kA accumulators per x row keep
+// enough FMAs in flight when kM is small (4 for one row on AVX2) without spilling.
+template <int kM, class Decode>
+HWY_INLINE void dot_row(const uint8_t* row, int64_t K, const float* x, float bias, float* y,
+                        int64_t N) {
+  constexpr size_t kA = std::max<size_t>(1, std::min<size_t>(k_nv, 8 / kM));
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  VF acc[kM][kA];
+  for (int m = 0; m < kM; ++m)
+    for (size_t a = 0; a < kA; ++a) acc[m][a] = hn::Zero(df);
+  VF w[k_nv];
+  for (int64_t b = 0; b < K / int64_t(k_qk); ++b) {
+    // Measured: without it the pass streams from DRAM at half of linear_f32's rate (the
+    // decoding between loads leaves too few cache-line misses in flight).
+    hwy::Prefetch(row + b * Decode::bytes + k_prefetch_bytes);
+    Decode()(row + b * Decode::bytes, w);
+    const float* xb = x + b * int64_t(k_qk);
+    for (int m = 0; m < kM; ++m)
+      for (size_t i = 0; i < k_nv; ++i)
+        acc[m][i % kA] = hn::MulAdd(w[i], hn::LoadU(df, xb + m * K + i * L), acc[m][i % kA]);
+  }
+  for (int m = 0; m < kM; ++m) {
+    VF s = acc[m][0];
+    for (size_t a = 1; a < kA; ++a) s = hn::Add(s, acc[m][a]);
+    y[m * N] = hn::GetLane(hn::SumOfLanes(df, s)) + bias;
+  }
+}
+
+template <int kM, class Decode>
+void rows_fixed(const QuantMatrix& w, int64_t row_bytes, const float* x, const float* bias,
+                float* y, int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n)
+    dot_row<kM, Decode>(w.data + n * row_bytes, w.cols, x, bias ? bias[n] : 0.0f, y + n, w.rows);
+}
+
+template <class Decode>
+void rows_of(int64_t M, const QuantMatrix& w, int64_t row_bytes, const float* x,
+             const float* bias, float* y, int64_t n0, int64_t n1) {
+  switch (M) {
+    case 1: return rows_fixed<1, Decode>(w, row_bytes, x, bias, y, n0, n1);
+    case 2: return rows_fixed<2, Decode>(w, row_bytes, x, bias, y, n0, n1);
+    case 3: return rows_fixed<3, Decode>(w, row_bytes, x, bias, y, n0, n1);
+    case 4: return rows_fixed<4, Decode>(w, row_bytes, x, bias, y, n0, n1);
+    case 5: return rows_fixed<5, Decode>(w, row_bytes, x, bias, y, n0, n1);
+    case 6: return rows_fixed<6, Decode>(w, row_bytes, x, bias, y, n0, n1);
+    case 7: return rows_fixed<7, Decode>(w, row_bytes, x, bias, y, n0, n1);
+    default: return rows_fixed<8, Decode>(w, row_bytes, x, bias, y, n0, n1);
+  }
+}
+
+// Rows [n0, n1) of y[M <= 8, w.rows] = x · wᵀ + bias. Types without a SIMD decoder are
+// expanded one row at a time into `scratch` (w.cols floats) by io::dequantize.
+void quant_rows(int64_t M, const QuantMatrix& w, int64_t row_bytes, const float* x,
+                const float* bias, float* y, int64_t n0, int64_t n1, float* scratch) {
+  switch (static_cast<io::GgmlType>(w.type)) {
+    case io::GgmlType::Q8_0: return rows_of<DecodeQ8_0>(M, w, row_bytes, x, bias, y, n0, n1);
+    case io::GgmlType::Q4_0: return rows_of<DecodeQ4_0>(M, w, row_bytes, x, bias, y, n0, n1);
+    case io::GgmlType::Q4_1: return rows_of<DecodeQ4_1>(M, w, row_bytes, x, bias, y, n0, n1);
+    default: break;
+  }
+  const QuantMatrix one{w.type, w.rows, w.cols, reinterpret_cast<const uint8_t*>(scratch)};
+  for (int64_t n = n0; n < n1; ++n) {
+    io::dequantize(w.type, w.data + n * row_bytes, w.cols, scratch);
+    // The expanded row is a one-row fp32 "matrix" at row n of `one`'s frame.
+    rows_of<DecodeF32>(M, one, 0, x, bias, y, n, n + 1);
+  }
+}
+
+template <class Decode>
+void expand_rows(const QuantMatrix& w, int64_t row_bytes, int64_t r0, int64_t r1, float* out) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  VF v[k_nv];
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.data + r * row_bytes;
+    float* o = out + (r - r0) * w.cols;
+    for (int64_t b = 0; b < w.cols / int64_t(k_qk); ++b) {
+      Decode()(row + b * Decode::bytes, v);
+      for (size_t i = 0; i < k_nv; ++i) hn::StoreU(v[i], df, o + b * int64_t(k_qk) + i * L);
+    }
+  }
+}
+
+// Rows [r0, r1) of w as fp32 into out[(r1 - r0), w.cols].
+void decode_rows(const QuantMatrix& w, int64_t row_bytes, int64_t r0, int64_t r1, float* out) {
+  switch (static_cast<io::GgmlType>(w.type)) {
+    case io::GgmlType::Q8_0: return expand_rows<DecodeQ8_0>(w, row_bytes, r0, r1, out);
+    case io::GgmlType::Q4_0: return expand_rows<DecodeQ4_0>(w, row_bytes, r0, r1, out);
+    case io::GgmlType::Q4_1: return expand_rows<DecodeQ4_1>(w, row_bytes, r0, r1, out);
+    default: break;
+  }
+  for (int64_t r = r0; r < r1; ++r)
+    io::dequantize(w.type, w.data + r * row_bytes, w.cols, out + (r - r0) * w.cols);
+}
+
+}  // namespace oal::simd::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <algorithm>
+
+#include "oal/core/error.h"
+#include "oal/simd/linear_f32.h"
+#include "oal/simd/parallel.h"
+
+namespace oal::simd {
+HWY_EXPORT(quant_rows);
+HWY_EXPORT(decode_rows);
+
+namespace {
+
+constexpr const char* k_op = "linear_quant";
+constexpr int64_t k_decode_rows = 32;   // w rows per work item of the decode pass
+// Up to this many x rows take the streaming pass (a server's batch of decode steps);
+// above, the decoded panels and the fp32 GEMM (measured crossover, docs/quantized.md).
+constexpr int64_t k_stream_max_rows = 32;
+// Prefill panels: up to 4M decoded weights (16 MiB fp32), at least 256 rows.
+constexpr int64_t k_panel_floats = int64_t{1} << 22;
+constexpr int64_t k_panel_min_rows = 256;
+
+// Bytes per row; checks the type and that cols fill whole blocks.
+int64_t checked_row_bytes(const QuantMatrix& w) {
+  const auto info = io::ggml_type_info(w.type);
+  check(info.has_value() && info->dequantizable, k_op, "weights of type {} cannot be decoded",
+        io::ggml_type_name(w.type));
+  check(w.rows >= 1 && w.cols >= 1 && w.cols % info->block_size == 0, k_op,
+        "{} weights [{}, {}]: expected positive sizes, columns a multiple of {}", info->name,
+        w.rows, w.cols, info->block_size);
+  check(w.data != nullptr, k_op, "{} weights: null data", info->name);
+  return static_cast<int64_t>(io::ggml_nbytes(w.type, w.cols));
+}
+
+// Whole-block rows [r0, r1) decoded on up to `threads` workers.
+void decode_panel(const QuantMatrix& w, int64_t row_bytes, int64_t r0, int64_t r1, float* out,
+                  int threads) {
+  constexpr int64_t step = 16;
+  parallel_items((r1 - r0 + step - 1) / step, threads, [&](int64_t, int64_t i) {
+    const int64_t a = r0 + i * step, b = std::min(r1, a + step);
+    HWY_DYNAMIC_DISPATCH(decode_rows)(w, row_bytes, a, b, out + (a - r0) * w.cols);
+  });
+}
+
+}  // namespace
+
+bool has_fast_quant_path(uint32_t type) {
+  using io::GgmlType;
+  return type == uint32_t(GgmlType::Q8_0) || type == uint32_t(GgmlType::Q4_0) ||
+         type == uint32_t(GgmlType::Q4_1);
+}
+
+void dequantize_rows(const QuantMatrix& w, int64_t r0, int64_t r1, float* out) {
+  const int64_t row_bytes = checked_row_bytes(w);
+  check(0 <= r0 && r0 <= r1 && r1 <= w.rows, k_op, "rows [{}, {}) outside [0, {})", r0, r1,
+        w.rows);
+  if (r0 < r1) HWY_DYNAMIC_DISPATCH(decode_rows)(w, row_bytes, r0, r1, out);
+}
+
+void linear_quant(int64_t M, const float* x, const QuantMatrix& w, const float* bias, float* y,
+                  int threads) {
+  const int64_t row_bytes = checked_row_bytes(w);
+  check(M >= 1, k_op, "expected at least one input row, got M={}", M);
+  const int64_t N = w.rows, K = w.cols;
+  if (M <= k_stream_max_rows) {
+    const int64_t items = (N + k_decode_rows - 1) / k_decode_rows;
+    std::vector<std::vector<float>> scratch(static_cast<size_t>(worker_count(items, threads)));
+    parallel_items(items, threads, [&](int64_t worker, int64_t i) {
+      std::vector<float>& s = scratch[static_cast<size_t>(worker)];
+      if (!has_fast_quant_path(w.type)) s.resize(static_cast<size_t>(K));
+      // Groups of up to 8 x rows (the register tile); a work item's w rows stay in L1/L2
+      // from one group to the next, so w is still streamed from memory once.
+      for (int64_t g = 0; g < M; g += 8)
+        HWY_DYNAMIC_DISPATCH(quant_rows)(std::min<int64_t>(8, M - g), w, row_bytes, x + g * K,
+                                         bias, y + g * N, i * k_decode_rows,
+                                         std::min(N, (i + 1) * k_decode_rows), s.data());
+    });
+    return;
+  }
+  // Prefill: each panel of w rows is decoded once (in parallel) and multiplied with all M
+  // rows of x by the packed fp32 GEMM. A panel is the whole matrix when it fits in
+  // k_panel_floats (then y is written directly), else as many rows as fit, copied into y.
+  int64_t P = std::min(N, std::max<int64_t>(k_panel_min_rows, k_panel_floats / K));
+  if (P < N) P = std::min(P, std::max<int64_t>(k_panel_min_rows, k_panel_floats / M));
+  // Kept between calls (they only grow): fresh pages for every projection of every layer
+  // cost page faults comparable to the decoding itself.
+  thread_local std::vector<float> panel, part;
+  panel.resize(std::max(panel.size(), static_cast<size_t>(P * K)));
+  if (P < N) part.resize(std::max(part.size(), static_cast<size_t>(M * P)));
+  for (int64_t n0 = 0; n0 < N; n0 += P) {
+    const int64_t pn = std::min(P, N - n0);
+    decode_panel(w, row_bytes, n0, n0 + pn, panel.data(), threads);
+    float* out = P < N ? part.data() : y;
+    linear_f32(M, pn, K, x, panel.data(), bias != nullptr ? bias + n0 : nullptr, out, threads);
+    if (P < N)
+      for (int64_t m = 0; m < M; ++m) std::copy_n(part.data() + m * pn, pn, y + m * N + n0);
+  }
+}
+
+}  // namespace oal::simd
+#endif  // HWY_ONCE

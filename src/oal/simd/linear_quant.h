@@ -1,0 +1,43 @@
+#pragma once
+// Model projections y = x Wᵀ + b with W kept as a GGUF file stores it (ggml blocks):
+// the weights are never widened to a whole fp32 matrix, so a decode step streams
+// 4.5–8.5 bits per weight instead of 32 (docs/quantized.md).
+//
+// Fast paths (Highway, every SIMD target): Q8_0, Q4_0, Q4_1 — the 32-element block
+// types of llama.cpp's common files — dequantized in registers. Every other type
+// io::dequantize() decodes (the K formats, Q5_0/Q5_1, F16, BF16) runs through the scalar
+// decoder one row at a time: correct, slower. The reference the tests compare with is
+// io::dequantize of the whole matrix followed by an fp64 product.
+#include <cstdint>
+
+namespace oal::simd {
+
+// A [rows, cols] matrix of ggml type `type` (an io::GgmlType id), row after row, each
+// row io::ggml_nbytes(type, cols) bytes (cols a multiple of the type's block size).
+// Any alignment; the memory is only read.
+struct QuantMatrix {
+  uint32_t type = 0;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const uint8_t* data = nullptr;
+};
+
+// Whether `type` has the SIMD path (Q8_0, Q4_0, Q4_1).
+bool has_fast_quant_path(uint32_t type);
+
+// y[M, w.rows] = x[M, w.cols] · wᵀ (+ bias[w.rows] when non-null), fp32, rows
+// contiguous. M <= 32 (decoding, a server's batch): one pass over w, each row's blocks
+// decoded once per group of 8 x rows and dotted with each of them. Larger M: panels of
+// w rows decoded to fp32 and multiplied by linear_f32's packed GEMM (the decode cost is
+// then 1/M of the product's).
+// threads 0 = ATen's count. Throws oal::Error("[linear_quant] ...") for non-positive
+// sizes, an unknown or undecodable type, or cols not a multiple of its block.
+void linear_quant(int64_t M, const float* x, const QuantMatrix& w, const float* bias, float* y,
+                  int threads = 0);
+
+// Rows [r0, r1) of w as fp32 into out[(r1 - r0), w.cols]: bit for bit what
+// io::dequantize gives (the SIMD decoders compute d·q + m with one rounding, as the
+// scalar one does; its products are exact).
+void dequantize_rows(const QuantMatrix& w, int64_t r0, int64_t r1, float* out);
+
+}  // namespace oal::simd
