@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from . import ops
-from .errors import check
+from .errors import check, translated
 from .kernels import HeadKernel, LayerKernels, taylor_lower
 
 
@@ -92,13 +92,19 @@ class DecodeState:
     """The recurrent state of one QuadraticAttention for a batch: a constant-size tensor
     S [B, Hkv, Df, Dv+1] (``tensor``, None before the first tokens) and the count of
     tokens absorbed. ``step`` takes one token, ``extend`` several; both return the
-    outputs of the new tokens. Gradients flow through the state like through any
-    tensor (each call returns a new one)."""
+    outputs of the new tokens.
+
+    While autograd records (grad mode on and q, k, v, L or the state requiring grad),
+    gradients flow through the state like through any tensor: each call returns a new
+    one. Otherwise (inference) ``step`` keeps one C++ decoder between tokens
+    (``torch.classes.oal.Decoder``: kernels checked and planned once) and updates its
+    state tensor in place; ``tensor.clone()`` keeps a snapshot."""
 
     def __init__(self, attention, tensor=None, tokens=0):
         self.attention = attention
         self.tensor = tensor
         self.tokens = int(tokens)
+        self._decoder = None  # (decoder, the group_of, L, eps it was built for)
 
     def _ensure(self, q, k, v, op):
         if self.tensor is None:
@@ -109,11 +115,17 @@ class DecodeState:
             self.tensor = ops.empty_state(k.shape[0], k.shape[1], k.shape[-1], v.shape[-1],
                                           dtype, q.device)
 
+    @translated
     def step(self, q, k, v):
         """q [B, Hq, D], k [B, Hkv, D], v [B, Hkv, Dv] -> y [B, Hq, Dv]."""
         self._ensure(q, k, v, "DecodeState.step")
         a = self.attention
-        y, self.tensor = ops.step(q, k, v, a.group_of, a.L, a.eps, self.tensor)
+        if _records_grad(q, k, v, a.L, self.tensor):
+            self._decoder = None
+            y, self.tensor = ops.step(q, k, v, a.group_of, a.L, a.eps, self.tensor)
+        else:
+            y = self._persistent_decoder().step(q, k, v)
+            self.tensor = self._decoder[0].state()
         self.tokens += 1
         return y
 
@@ -121,11 +133,28 @@ class DecodeState:
         """T new tokens: q [B, Hq, T, D] ... -> y [B, Hq, T, Dv]."""
         self._ensure(q, k, v, "DecodeState.extend")
         a = self.attention
+        self._decoder = None  # the functional op returns a new state tensor
         y, self.tensor = ops.attention(q, k, v, a.group_of, a.L, a.eps, a.chunk, self.tensor)
         self.tokens += q.shape[2]
         return y
+
+    def _persistent_decoder(self):
+        """The decoder for this state and the attention's current kernels; a new one when
+        the attention's group_of, L or eps were replaced (in-place edits of L are seen by
+        the decoder itself: its plan follows L's version)."""
+        a = self.attention
+        key = (a.group_of, a.L, a.eps)
+        if self._decoder is None or any(x is not y for x, y in zip(key, self._decoder[1])):
+            decoder = torch.classes.oal.Decoder(a.group_of, a.L, float(a.eps), self.tensor)
+            self._decoder = (decoder, key)
+        return self._decoder[0]
 
     @property
     def state_bytes(self):
         t = self.tensor
         return 0 if t is None else t.numel() * t.element_size()
+
+
+def _records_grad(*tensors):
+    """Whether autograd records through any of ``tensors`` (None allowed)."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "common/shared_data.h"
-#include "model/model_test_util.h"
+#include "common/tiny_model.h"
 #include "model/reference_forward.h"
 #include "oal/core/error.h"
 #include "oal/eval/perplexity.h"

@@ -2,7 +2,7 @@
 // weights, compose back into the layer output, and round-trip through the file.
 #include <gtest/gtest.h>
 
-#include "model_test_util.h"
+#include "common/tiny_model.h"
 #include "oal/attention/softmax/softmax.h"
 #include "oal/core/error.h"
 #include "oal/io/safetensors.h"
@@ -167,7 +167,7 @@ TEST(Capture, FileRoundTripKeepsNamesShapesAndMetadata) {
   o.resid = false;
   Capture c = capture(*f.model, f.tokens, o);
   c.metadata["ctx"] = "24";
-  const auto path = oal::test::model_test_dir("file") / "cap.safetensors";
+  const auto path = oal::test::make_temp_dir("model_file") / "cap.safetensors";
   write_capture(path, c);
   const auto header = oal::io::read_safetensors_header(path);
   std::vector<std::string> names;
@@ -196,7 +196,7 @@ TEST(Capture, RejectsBadInput) {
   o.batch = 0;
   EXPECT_THROW(capture(*f.model, f.tokens, o), oal::Error);
   // A safetensors file that is not a capture.
-  const auto path = oal::test::model_test_dir("notcap") / "x.safetensors";
+  const auto path = oal::test::make_temp_dir("model_notcap") / "x.safetensors";
   oal::io::write_safetensors(path, {{"a", at::zeros({2})}});
   EXPECT_THROW(read_capture(path), oal::Error);
 }

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <memory>
 
-#include "model_test_util.h"
+#include "common/tiny_model.h"
 #include "oal/attention/registry.h"
 #include "oal/core/error.h"
 #include "oal/model/decode_layer.h"

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "common/shared_data.h"
-#include "model_test_util.h"
+#include "common/tiny_model.h"
 #include "oal/core/error.h"
 #include "oal/model/decode_session.h"
 #include "oal/model/generate.h"

@@ -3,7 +3,7 @@
 // loops, and bad input.
 #include <gtest/gtest.h>
 
-#include "model_test_util.h"
+#include "common/tiny_model.h"
 #include "oal/attention/registry.h"
 #include "oal/attention/softmax/softmax_method.h"
 #include "oal/core/error.h"

@@ -46,6 +46,35 @@ def test_forward_prefill_and_decode_agree():
                                    rtol=1e-4, atol=1e-4)
 
 
+def test_inference_steps_keep_one_decoder_and_match_the_functional_op():
+    group_of, L = ref.random_kernels(4, 8, 3)
+    attn = oal.QuadraticAttention.from_kernels(oal.LayerKernels(group_of, L), chunk=8)
+    q, k, v = qkv()
+    with torch.no_grad():
+        _, state = attn.prefill(q[:, :, :5], k[:, :, :5], v[:, :, :5])
+        S = state.tensor.clone()
+        decoders = set()
+        for t in range(5, 12):
+            y = state.step(q[:, :, t], k[:, :, t], v[:, :, t])
+            decoders.add(id(state._decoder[0]))
+            # The functional op on the same inputs: the same fused kernel on a copy, so
+            # the same bits.
+            want, S = oal.step(q[:, :, t], k[:, :, t], v[:, :, t], attn.group_of, attn.L,
+                               attn.eps, S)
+            assert torch.equal(y, want) and torch.equal(state.tensor, S)
+        assert len(decoders) == 1
+        # A new L (not an in-place edit) gets a new decoder with it.
+        attn.L = torch.nn.Parameter(attn.L.detach() * 1.5)
+        y = state.step(q[:, :, 12], k[:, :, 12], v[:, :, 12])
+        want, _ = oal.step(q[:, :, 12], k[:, :, 12], v[:, :, 12], attn.group_of, attn.L,
+                           attn.eps, S)
+        assert torch.equal(y, want) and id(state._decoder[0]) not in decoders
+    # Recording gradients: the functional op, so L gets its gradient through the steps.
+    state = attn.decode_state()
+    state.step(q[:, :, 0], k[:, :, 0], v[:, :, 0]).sum().backward()
+    assert state._decoder is None and attn.L.grad is not None
+
+
 def test_L_is_a_trainable_parameter():
     group_of, L = ref.random_kernels(4, 8, 2)
     attn = oal.QuadraticAttention.from_kernels(oal.LayerKernels(group_of, L))

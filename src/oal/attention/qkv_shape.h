@@ -18,10 +18,16 @@ namespace oal::attn {
 // after a cache of S - T tokens): query i sees keys j <= i + (S - T).
 using simd::AttentionDims;
 
+// Whether check_qkv scans q, k, v for NaN / Inf. `skip` only where the same call checks
+// them again with a scan before use (hd_chunked hands them to hd_extend), so that no
+// input is scanned twice.
+enum class FiniteScan { scan, skip };
+
 // Checks shapes, dtypes (floating, all three the same), device agreement and finiteness;
 // throws oal::Error naming `op`. `allow_longer_keys`: accept S > T (cached prefix).
 AttentionDims check_qkv(std::string_view op, const at::Tensor& q, const at::Tensor& k,
-                        const at::Tensor& v, bool allow_longer_keys);
+                        const at::Tensor& v, bool allow_longer_keys,
+                        FiniteScan finite = FiniteScan::scan);
 
 // Throws oal::Error naming `op` unless every element of `den` (any shape: one
 // normalisation sum per output row) is finite and > 0; `what` says how the caller's

@@ -150,7 +150,8 @@ HdPrefill hd_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                      const LayerKernels& kernels, const HdOptions& options,
                      const HdState* initial) {
   constexpr std::string_view op = "hd_chunked";
-  AttentionDims s = check_qkv(op, q, k, v, /*allow_longer_keys=*/false);
+  // Shapes for the state; hd_extend below checks everything again, scan included.
+  AttentionDims s = check_qkv(op, q, k, v, /*allow_longer_keys=*/false, FiniteScan::skip);
   HdPrefill out;
   if (initial) {
     check(initial->S.defined(), op, "initial state is undefined");
