@@ -33,6 +33,14 @@ void restore(const std::vector<at::Tensor>& params, const std::vector<at::Tensor
 
 }  // namespace
 
+FitSettings FitSettings::short_run(int64_t updates) {
+  FitSettings f;
+  f.max_updates = updates;
+  f.val_every = std::max<int64_t>(1, updates / 4);
+  f.patience = updates;
+  return f;
+}
+
 void FitSettings::validate() const {
   check(std::isfinite(lr) && lr > 0 && std::isfinite(clip) && clip > 0, k_op,
         "lr ({}) and clip ({}) must be positive and finite", lr, clip);

@@ -29,6 +29,8 @@ struct FitSettings {
   int64_t patience = 400;    // updates without validation improvement before stopping
   // Throws oal::Error("fit") unless every field is positive (lr, clip finite).
   void validate() const;
+  // A short fit of `updates` updates (the demo's): validated four times, no early stop.
+  static FitSettings short_run(int64_t updates);
 };
 
 // Frozen tensors of one problem: q [N, H, T, D], k [N, Hkv, T, D], v [N, Hkv, T, Dv],

@@ -59,9 +59,7 @@ DemoSection fidelity_demo(const FidelityDemoOptions& o, const ProgressFn& progre
   calib::ModelCalibrationOptions co;
   co.ctx = o.ctx;
   co.calibration.methods = attn::method_names();
-  co.calibration.fit.max_updates = o.max_updates;
-  co.calibration.fit.val_every = std::max<int64_t>(1, o.max_updates / 4);
-  co.calibration.fit.patience = o.max_updates;
+  co.calibration.fit = calib::FitSettings::short_run(o.max_updates);
   co.calibration.seed = o.seed;
   co.calibration.progress = progress;
   const calib::SplitBlocks blocks = calib::split_blocks(stream, o.ctx, co.split);

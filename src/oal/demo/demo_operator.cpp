@@ -82,9 +82,7 @@ calib::CalibrationResult fit_kernels(const OperatorDemoOptions& o, const Progres
   groups.layers[0].assign(o.q_heads, attn::QuadraticKernel::taylor(planted_groups(o)));
   calib::CalibrationOptions co;
   co.methods = {attn::names::global, attn::names::oal};
-  co.fit.max_updates = o.fit_steps;
-  co.fit.val_every = std::max<int64_t>(1, o.fit_steps / 4);
-  co.fit.patience = o.fit_steps;
+  co.fit = calib::FitSettings::short_run(o.fit_steps);
   co.seed = o.seed;
   co.progress = progress;
   return calib::calibrate({in}, &groups, co);

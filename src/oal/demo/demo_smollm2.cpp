@@ -59,9 +59,7 @@ DemoSection smollm2_demo(const SmolLM2DemoOptions& o, const ProgressFn& progress
   po.layers = {o.layer};
   po.prompts = o.prompts;
   po.calibration.methods = attn::method_names();
-  po.calibration.fit.max_updates = o.max_updates;
-  po.calibration.fit.val_every = std::max<int64_t>(1, o.max_updates / 4);
-  po.calibration.fit.patience = o.max_updates;
+  po.calibration.fit = calib::FitSettings::short_run(o.max_updates);
   po.calibration.seed = o.seed;
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("oal_demo_smollm2_{}", ::getpid());
   const linearize::PipelineResult r =
