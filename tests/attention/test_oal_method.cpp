@@ -3,9 +3,13 @@
 
 #include <c10/core/GradMode.h>
 
+#include <cmath>
+#include <string>
+
 #include "oal/attention/oal/hd.h"
 #include "oal/attention/oal/hd_reference.h"
 #include "oal/attention/oal/oal_method.h"
+#include "oal/core/error.h"
 #include "test_util.h"
 
 namespace oal::attn {
@@ -13,6 +17,31 @@ namespace {
 
 using oal::test::randn;
 using oal::test::rel_err;
+
+// The kernels are validated once, when the method is built (HdOptions::kernels_validated),
+// not at every forward. A NaN that training writes into L afterwards still cannot pass:
+// the SIMD path rebuilds its plan for the new L version and refuses it (fp32), the ATen
+// path's κ are all NaN for that head and its readout denominator check fails (fp64).
+TEST(QuadraticAttention, NaNWrittenIntoLAfterConstructionIsStillAnError) {
+  for (auto dtype : {at::kFloat, at::kDouble}) {
+    auto method = QuadraticAttention::from_kernels(oal::test::random_kernels(6, 8, 3, 3), {.chunk = 8});
+    EXPECT_TRUE(method.options().kernels_validated);
+    auto q = randn({1, 6, 12, 8}, 4, 1.0, dtype), k = randn({1, 3, 12, 8}, 5, 1.0, dtype),
+         v = randn({1, 3, 12, 8}, 6, 1.0, dtype);
+    c10::NoGradGuard no_grad;
+    EXPECT_NO_THROW(method.forward(q, k, v));
+    method.kernels().L[0][1][0].fill_(std::nan(""));
+    try {
+      method.forward(q, k, v);
+      FAIL() << c10::toString(dtype) << ": a NaN in L went through";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_TRUE(m.find("denominator") != std::string::npos ||
+                  m.find("L: expected finite") != std::string::npos)
+          << c10::toString(dtype) << ": " << m;
+    }
+  }
+}
 
 TEST(QuadraticAttention, NameForwardAndDecode) {
   auto kernels = oal::test::random_kernels(6, 8, 3, 3);

@@ -26,7 +26,8 @@ namespace kc = oal::simd;
 AttentionDims check_extend(std::string_view op, const at::Tensor& q, const at::Tensor& k,
                            const at::Tensor& v, const LayerKernels& lk, const HdState& state,
                            const HdOptions& options) {
-  AttentionDims s = check_hd_inputs(op, q, k, v, lk, /*longer_keys=*/false);
+  AttentionDims s =
+      check_hd_inputs(op, q, k, v, lk, /*longer_keys=*/false, options.kernels_validated);
   check(options.chunk >= 1, op, "chunk must be >= 1, got {}", options.chunk);
   auto ct = compute_dtype(q.scalar_type());
   check_dim(state.S, 4, op, "state S [B, Hkv, Df, Dv+1]");

@@ -49,6 +49,11 @@ struct HdOptions {
   // Where the kernel plan of these kernels is kept between calls (QuadraticAttention
   // and its decoders share one per layer); nullptr builds it per kernel call.
   std::shared_ptr<OalPlanCache> plan_cache = nullptr;
+  // Set by an owner that validated the kernels when it was built (QuadraticAttention):
+  // each call then checks only that they fit the inputs (query heads, d), not their
+  // structure again. Their L may still change (training updates it in place); a NaN or
+  // Inf there reaches every κ and fails the readout's denominator check.
+  bool kernels_validated = false;
 };
 
 struct HdPrefill {

@@ -62,9 +62,13 @@ at::Tensor phi_q(const at::Tensor& q, const Prepared& p) {
 }
 
 AttentionDims check_hd_inputs(std::string_view op, const at::Tensor& q, const at::Tensor& k,
-                              const at::Tensor& v, const LayerKernels& lk, bool longer_keys) {
+                              const at::Tensor& v, const LayerKernels& lk, bool longer_keys,
+                              bool kernels_validated) {
   AttentionDims s = check_qkv(op, q, k, v, longer_keys);
-  lk.validate(op, s.dim);
+  if (kernels_validated)
+    check(lk.dim() == s.dim, op, "kernels have d = {}, inputs have D = {}", lk.dim(), s.dim);
+  else
+    lk.validate(op, s.dim);
   check(lk.heads() == s.q_heads, op, "kernels are for {} query heads, q has {} ({})",
         lk.heads(), s.q_heads, shape_str(q));
   return s;

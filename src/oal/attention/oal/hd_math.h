@@ -28,8 +28,10 @@ at::Tensor phi_k(const at::Tensor& k);
 // phiQ(q) per query head: [B, Hq, T, d] -> [B, Hq, T, Df].
 at::Tensor phi_q(const at::Tensor& q, const Prepared& p);
 // Common checks of an HD evaluation call (inputs + kernels); returns the shape.
+// `kernels_validated` (HdOptions): check only that the kernels fit the inputs.
 AttentionDims check_hd_inputs(std::string_view op, const at::Tensor& q, const at::Tensor& k,
-                              const at::Tensor& v, const LayerKernels& lk, bool longer_keys);
+                              const at::Tensor& v, const LayerKernels& lk, bool longer_keys,
+                              bool kernels_validated = false);
 // u = [v ; 1]: [B, Hkv, T, Dv] -> [B, Hkv, T, Dv + 1].
 at::Tensor with_ones(const at::Tensor& v);
 // ũ [B, Hkv, G, T, Dv+1] -> y [B, Hq, T, Dv] after checking every denominator is finite

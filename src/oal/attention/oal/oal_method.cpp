@@ -10,6 +10,7 @@ namespace oal::attn {
 QuadraticAttention::QuadraticAttention(LayerKernels kernels, HdOptions options, bool trainable)
     : kernels_(std::move(kernels)), options_(std::move(options)) {
   kernels_.validate("quadratic_attention");
+  options_.kernels_validated = true;  // once here, not at every forward
   // One plan per layer, shared by forward() and every decoder of this method.
   if (!options_.plan_cache) options_.plan_cache = std::make_shared<OalPlanCache>();
   if (trainable && !kernels_.L.requires_grad()) kernels_.L.set_requires_grad(true);
