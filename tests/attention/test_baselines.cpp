@@ -101,6 +101,16 @@ TEST(FeatureEvaluator, RejectsBadInput) {
   EXPECT_THROW(attn::feature_attention_at(fq.narrow(2, 0, 1), fk, v, {4}), oal::Error);
   // Zero features: denominator 0 must raise, not return NaN.
   EXPECT_THROW(attn::feature_attention_chunked(fq, at::zeros_like(fk), v), oal::Error);
+  // The denominators are checked once, after every chunk (chunk 2 here) and before the
+  // prefix changes: a call that fails in a later chunk leaves a decoder's prefix as it was.
+  attn::FeaturePrefix prefix;
+  attn::feature_attention_chunked(fq, fk, v, 2, &prefix);
+  const at::Tensor S = prefix.S.clone(), z = prefix.z.clone();
+  at::Tensor late_zero = fq.clone();
+  late_zero.narrow(2, 3, 1).zero_();  // the last query of the second chunk sees 0 weight
+  EXPECT_THROW(attn::feature_attention_chunked(late_zero, at::zeros_like(fk), v, 2, &prefix),
+               oal::Error);
+  EXPECT_TRUE(prefix.S.equal(S) && prefix.z.equal(z));
 }
 
 // All four baselines built for Hq query / Hkv KV heads and head dim D.

@@ -94,7 +94,7 @@ at::Tensor feature_attention_chunked(const at::Tensor& phi_q, const at::Tensor& 
     S = at::zeros({g.batch, g.f_heads, 1, F, Dv}, g.q.options());
     z = at::zeros({g.batch, g.f_heads, 1, F, 1}, g.q.options());
   }
-  std::vector<at::Tensor> outs;
+  std::vector<at::Tensor> outs, dens;
   const at::Tensor tri = at::ones({chunk, chunk}, g.q.options()).tril();
   for (int64_t c0 = 0; c0 < T; c0 += chunk) {
     const int64_t n = std::min(chunk, T - c0);
@@ -102,11 +102,14 @@ at::Tensor feature_attention_chunked(const at::Tensor& phi_q, const at::Tensor& 
     at::Tensor A = at::matmul(Qc, Kc.transpose(-1, -2)) * tri.narrow(0, 0, n).narrow(1, 0, n);
     at::Tensor num = at::matmul(A, Vc) + at::matmul(Qc, S);
     at::Tensor den = A.sum(-1, true) + at::matmul(Qc, z);
-    check_denominator(k_op, den, k_den_cause);
+    dens.push_back(den);
     outs.push_back(num / den);
     S = S + at::matmul(Kc.transpose(-1, -2), Vc);
     z = z + Kc.sum(3).unsqueeze(-1);
   }
+  // Every chunk's denominators in one check (one reduction and read-back per call, not
+  // per chunk), before the prefix changes: a failed call leaves the state as it was.
+  if (!dens.empty()) check_denominator(k_op, at::cat(dens, 3), k_den_cause);
   if (prefix) {
     prefix->S = S.squeeze(2);
     prefix->z = z.squeeze(-1).squeeze(2);
