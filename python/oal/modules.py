@@ -140,11 +140,12 @@ class DecodeState:
 
     def _persistent_decoder(self):
         """The decoder for this state and the attention's current kernels; a new one when
-        the attention's group_of, L or eps were replaced (in-place edits of L are seen by
-        the decoder itself: its plan follows L's version)."""
+        the attention's group_of, L or eps were replaced, or ``tensor`` was (in-place
+        edits of L are seen by the decoder itself: its plan follows L's version)."""
         a = self.attention
         key = (a.group_of, a.L, a.eps)
-        if self._decoder is None or any(x is not y for x, y in zip(key, self._decoder[1])):
+        if (self._decoder is None or any(x is not y for x, y in zip(key, self._decoder[1]))
+                or self._decoder[0].state().data_ptr() != self.tensor.data_ptr()):
             decoder = torch.classes.oal.Decoder(a.group_of, a.L, float(a.eps), self.tensor)
             self._decoder = (decoder, key)
         return self._decoder[0]

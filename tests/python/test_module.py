@@ -69,6 +69,12 @@ def test_inference_steps_keep_one_decoder_and_match_the_functional_op():
         want, _ = oal.step(q[:, :, 12], k[:, :, 12], v[:, :, 12], attn.group_of, attn.L,
                            attn.eps, S)
         assert torch.equal(y, want) and id(state._decoder[0]) not in decoders
+        # A state tensor set from outside is the one the next step continues.
+        state.tensor = S.clone()
+        y = state.step(q[:, :, 13], k[:, :, 13], v[:, :, 13])
+        want, _ = oal.step(q[:, :, 13], k[:, :, 13], v[:, :, 13], attn.group_of, attn.L,
+                           attn.eps, S)
+        assert torch.equal(y, want)
     # Recording gradients: the functional op, so L gets its gradient through the steps.
     state = attn.decode_state()
     state.step(q[:, :, 0], k[:, :, 0], v[:, :, 0]).sum().backward()
