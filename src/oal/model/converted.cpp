@@ -48,11 +48,6 @@ void check_shape(const attn::AttentionMethod& m, int64_t layer, const ModelConfi
 
 }  // namespace
 
-bool is_converted_dir(const fs::path& path) {
-  if (!fs::is_directory(path) || !fs::exists(path / "config.json")) return false;
-  return io::read_json_file(path / "config.json", k_op).contains(k_conversion_marker);
-}
-
 void validate_stored_methods(const attn::MethodStore& store, const ModelWeights& weights,
                              const std::string& method, const std::vector<int64_t>& layers) {
   const ModelConfig& config = weights.config;
@@ -87,14 +82,21 @@ void validate_stored_methods(const attn::MethodStore& store, const ModelWeights&
   }
 }
 
+namespace {
+
+// True when `path` is a directory whose config.json carries "oal_conversion".
+bool is_converted_dir(const fs::path& path) {
+  if (!fs::is_directory(path) || !fs::exists(path / "config.json")) return false;
+  return io::read_json_file(path / "config.json", k_op).contains(k_conversion_marker);
+}
+
+// load_model(path, options) with every float tensor moved to `device` (CPU: unchanged).
 ModelWeights load_weights_on(const std::string& path, at::Device device, LoadOptions options) {
   ModelWeights w = load_model(path, options);
   if (!device.is_cpu())
     for (auto& [n, t] : w.tensors) t = t.to(device);
   return w;
 }
-
-namespace {
 
 // The "oal_conversion" marker of a converted directory's config.json, checked: the
 // format, the model it was made for, the method and the converted layers. A malformed

@@ -31,9 +31,6 @@ namespace oal::model {
 inline constexpr const char* k_conversion_marker = "oal_conversion";
 inline constexpr const char* k_converted_attention_dir = "oal_attention";
 
-// True when `path` is a directory whose config.json carries "oal_conversion".
-bool is_converted_dir(const std::filesystem::path& path);
-
 // Checks, before any work, that `store` can give `layers` of the model `weights` the
 // method `method`: the store holds the method, every layer is stored and < num_layers,
 // and each stored layer's shape (query heads, KV heads, head_dim) equals the model's. A
@@ -48,9 +45,5 @@ void validate_stored_methods(const attn::MethodStore& store, const ModelWeights&
 std::unique_ptr<Transformer> load_transformer(const std::string& path,
                                               TransformerOptions options = {},
                                               at::Device device = at::kCPU);
-
-// load_model(path, options) with every float tensor moved to `device` (CPU: unchanged).
-ModelWeights load_weights_on(const std::string& path, at::Device device,
-                             LoadOptions options = {});
 
 }  // namespace oal::model
