@@ -24,24 +24,35 @@ constexpr float k_neg_inf = -std::numeric_limits<float>::infinity();
 // Online-softmax step for one score row s[0, n_total) of which the first n_valid are
 // visible: updates the running max m and sum l, overwrites s with exp(s - m_new) (zeros
 // past n_valid) and returns the factor the row's running output must be scaled by.
+// Whole vectors run unmasked; only the one straddling n_valid is masked, and the masked
+// keys past it (a causal diagonal's) are zeroed without an exp.
 float online_row(float* s, int64_t n_valid, int64_t n_total, float& m, float& l) {
   const DF d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   const VF neg_inf = hn::Set(d, k_neg_inf);
   VF vmax = neg_inf;
-  for (int64_t j = 0; j < n_valid; j += L)
-    vmax = hn::IfThenElse(first_lanes(d, n_valid - j), hn::Max(vmax, load_n(d, s + j, n_valid - j)),
-                          vmax);
+  int64_t j = 0;
+  for (; j + L <= n_valid; j += L) vmax = hn::Max(vmax, hn::LoadU(d, s + j));
+  if (j < n_valid)
+    vmax = hn::Max(vmax, hn::IfThenElse(first_lanes(d, n_valid - j), load_n(d, s + j, n_valid - j),
+                                        neg_inf));
   const float m_new = std::max(m, hn::GetLane(hn::MaxOfLanes(d, vmax)));
   const float alpha = m == k_neg_inf ? 0.0f : std::exp(m - m_new);
   const VF vm = hn::Set(d, m_new);
   VF vsum = hn::Zero(d);
-  for (int64_t j = 0; j < n_total; j += L) {
-    const auto valid = first_lanes(d, n_valid - j);
-    const VF p = hn::IfThenElseZero(valid, exp_clamped(d, hn::Sub(load_n(d, s + j, n_total - j), vm)));
-    store_n(p, d, s + j, n_total - j);
+  for (j = 0; j + L <= n_valid; j += L) {
+    const VF p = exp_nonpositive(d, hn::Sub(hn::LoadU(d, s + j), vm));
+    hn::StoreU(p, d, s + j);
     vsum = hn::Add(vsum, p);
   }
+  if (j < n_valid) {
+    const VF p = hn::IfThenElseZero(first_lanes(d, n_valid - j),
+                                    exp_nonpositive(d, hn::Sub(load_n(d, s + j, n_valid - j), vm)));
+    store_n(p, d, s + j, n_total - j);
+    vsum = hn::Add(vsum, p);
+    j += L;
+  }
+  for (; j < n_total; j += L) store_n(hn::Zero(d), d, s + j, n_total - j);
   l = l * alpha + hn::GetLane(hn::SumOfLanes(d, vsum));
   m = m_new;
   return alpha;
@@ -143,6 +154,12 @@ void flash_item(const Call& c, int64_t kvh, int64_t hb, int64_t qb, Scratch& w) 
 
 }  // namespace
 
+void softmax_exp(const float* x, float* y, int64_t n) {
+  const DF d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t i = 0; i < n; i += L) store_n(exp_nonpositive(d, load_n(d, x + i, n - i)), d, y + i, n - i);
+}
+
 // kt, v: float, or hwy::float16_t when `half`.
 void flash_kt(const AttentionDims& dims, const float* q, const void* kt, int64_t ldkt,
               const void* v, int64_t v_rows, float* y, float scale, const FlashOptions& opt,
@@ -177,6 +194,11 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace oal::simd {
 HWY_EXPORT(flash_kt);
+HWY_EXPORT(softmax_exp);
+
+void softmax_exp_f32(const float* x, float* y, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(softmax_exp)(x, y, n);
+}
 
 FlashTiling flash_tiling(const AttentionDims& d, const FlashOptions& opt) {
   FlashTiling t;
@@ -206,15 +228,16 @@ void flash_softmax_f32(const AttentionDims& dims, const float* q, const float* k
   const int64_t D = dims.dim, S = dims.k_len;
   if (dims.q_len == 0 || dims.batch == 0 || dims.q_heads == 0) return;
   const int64_t n_kv = dims.batch * dims.kv_heads;
-  // Kᵀ per KV head [D, S]: the score GEMM then reads contiguous key rows per dimension.
-  std::vector<float> kt(static_cast<size_t>(n_kv * D * S));
+  // Kᵀ per KV head [D, ld]: the score GEMM then reads contiguous key rows per dimension.
+  const int64_t ld = kt_stride(S);
+  std::vector<float> kt(static_cast<size_t>(n_kv * D * ld));
   parallel_items(n_kv, opt.threads, [&](int64_t, int64_t u) {
     const float* src = k + u * S * D;
-    float* dst = kt.data() + u * D * S;
+    float* dst = kt.data() + u * D * ld;
     for (int64_t j = 0; j < S; ++j)
-      for (int64_t r = 0; r < D; ++r) dst[r * S + j] = src[j * D + r];
+      for (int64_t r = 0; r < D; ++r) dst[r * ld + j] = src[j * D + r];
   });
-  flash_softmax_kt_f32(dims, q, kt.data(), S, v, S, y, scale, opt);
+  flash_softmax_kt_f32(dims, q, kt.data(), ld, v, S, y, scale, opt);
 }
 
 }  // namespace oal::simd

@@ -44,8 +44,12 @@ namespace {
 
 constexpr std::string_view k_cache_op = "softmax_kv_cache";
 
-// New capacity for `need` tokens when `cap` are allocated (doubling, at least 16).
-int64_t grown(int64_t cap, int64_t need) { return std::max({need, 2 * cap, int64_t{16}}); }
+// New capacity for `need` tokens when `cap` are allocated (doubling, at least 16),
+// held as a Kᵀ row stride the flash kernel reads well (simd::kt_stride: never a multiple
+// of 4 KiB, which would put a key block's D rows into the same L1 sets).
+int64_t grown(int64_t cap, int64_t need) {
+  return simd::kt_stride(std::max({need, 2 * cap, int64_t{16}}));
+}
 
 // Checks new tokens against the cache's fixed B, Hkv, D, Dv.
 void check_tokens(const at::Tensor& k, const at::Tensor& v, int64_t batch, int64_t kv_heads,
