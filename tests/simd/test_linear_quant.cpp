@@ -6,7 +6,9 @@
 
 #include <c10/util/Half.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -137,5 +139,121 @@ TEST(LinearQuant, RefusesWhatItCannotDecode) {
   } catch (const oal::Error& e) {
     EXPECT_NE(std::string(e.what()).find("[linear_quant]"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("multiple of 32"), std::string::npos) << e.what();
+  }
+}
+
+namespace {
+
+// Sets the decode route for a scope.
+class ScopedQuantDot {
+ public:
+  explicit ScopedQuantDot(kc::QuantDot dot) : previous_(kc::set_quant_dot(dot)) {}
+  ~ScopedQuantDot() { kc::set_quant_dot(previous_); }
+  ScopedQuantDot(const ScopedQuantDot&) = delete;
+  ScopedQuantDot& operator=(const ScopedQuantDot&) = delete;
+
+ private:
+  kc::QuantDot previous_;
+};
+
+// x as the int8 route quantizes it, computed here in plain float arithmetic: per block of
+// 32, a = max|x|, q = nearest-even(x · (127 / a)), dx = a / 127 (the same float operations
+// the kernel's vectors do, so q matches exactly).
+std::vector<double> int8_rounded(const std::vector<float>& x) {
+  std::vector<double> r(x.size());
+  for (size_t b = 0; b < x.size(); b += 32) {
+    float a = 0.0f;
+    for (size_t e = b; e < b + 32; ++e) a = std::max(a, std::abs(x[e]));
+    const float inv = a > 0.0f ? 127.0f / a : 0.0f, dx = a / 127.0f;
+    for (size_t e = b; e < b + 32; ++e) r[e] = double(dx) * std::nearbyint(x[e] * inv);
+  }
+  return r;
+}
+
+// The fp16 min of the Q4_1 block at byte offset `at` (bytes 2-3 of the block).
+double block_min(const std::vector<uint8_t>& m, int64_t at) {
+  uint16_t bits;
+  std::memcpy(&bits, &m[size_t(at + 2)], 2);
+  return double(float(c10::Half(bits, c10::Half::from_bits())));
+}
+
+}  // namespace
+
+TEST(LinearQuant, Int8RouteIsTheProductWithInt8Activations) {
+  // The int8 route computes, per 32-block, d_w·d_x·Σ q_w·q_x (exact integers) plus Q4_1's
+  // m_w·Σ x (unrounded x). The fp64 reference of that: Σ (w − m_w)·x̃ + m_w·x with x̃ the
+  // int8-rounded x. What is left is fp32 accumulation across blocks and lanes, the γ_K
+  // bound of the test above; an indexing or nibble-order mistake is O(1).
+  const std::vector<std::array<int64_t, 3>> shapes = {
+      {1, 1, 32}, {1, 33, 96}, {2, 70, 576}, {3, 65, 256}, {8, 40, 512}, {9, 33, 96}, {32, 17, 64}};
+  const ScopedQuantDot int8(kc::QuantDot::int8);
+  for (kc::SimdTarget target : kc::available_targets()) {
+    kc::ScopedTarget guard(target);
+    for (const TypeCase& t : k_types) {
+      if (!kc::has_fast_quant_path(uint32_t(t.type))) continue;
+      const bool has_min = t.type == GgmlType::Q4_1;
+      for (const auto& [M, N, K] : shapes) {
+        const auto m = random_matrix(t, N, K, 9);
+        const auto wf = reference_weights(t, m, N, K);
+        const auto x = oal::test::uniform(size_t(M * K), 4), b = oal::test::uniform(size_t(N), 6);
+        const auto xr = int8_rounded(x);
+        std::vector<float> y(static_cast<size_t>(M * N), -7.0f);
+        kc::linear_quant(M, x.data(), {uint32_t(t.type), N, K, m.data()}, b.data(), y.data());
+        const int64_t block_bytes = oal::io::ggml_type_info(uint32_t(t.type))->block_bytes;
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t n = 0; n < N; ++n) {
+            double ref = b[n], mag = 1.0;
+            for (int64_t k = 0; k < K; ++k) {
+              const double mw = has_min ? block_min(m, (n * K + k) / 32 * block_bytes) : 0.0;
+              const double term = (wf[n * K + k] - mw) * xr[i * K + k] + mw * x[i * K + k];
+              ref += term;
+              mag += std::abs(term);
+            }
+            ASSERT_NEAR(y[i * N + n], ref, 1e-7 * double(K + 1) * mag)
+                << kc::target_name(target) << " " << oal::io::ggml_type_name(uint32_t(t.type))
+                << " M=" << M << " N=" << N << " K=" << K << " at " << i << "," << n;
+          }
+      }
+    }
+  }
+}
+
+TEST(LinearQuant, Int8RouteStaysWithinItsRoundingOfTheExactProduct) {
+  // Against the exact product (no rounding replicated): rounding x to int8 moves each
+  // element by at most dx/2 = max|x_block| / 254, so |Δy| <= Σ |w|·max|x_block| / 254
+  // (+ fp32 accumulation). Holds on a real-sized row (K = 896, Qwen2.5-0.5B's hidden).
+  const int64_t M = 1, N = 64, K = 896;
+  const ScopedQuantDot int8(kc::QuantDot::int8);
+  for (const TypeCase& t : k_types) {
+    if (!kc::has_fast_quant_path(uint32_t(t.type))) continue;
+    const auto m = random_matrix(t, N, K, 21);
+    const auto wf = reference_weights(t, m, N, K);
+    const auto x = oal::test::uniform(size_t(K), 8);
+    std::vector<float> y(N);
+    kc::linear_quant(M, x.data(), {uint32_t(t.type), N, K, m.data()}, nullptr, y.data());
+    for (int64_t n = 0; n < N; ++n) {
+      double exact = 0.0, bound = 0.0;
+      for (int64_t b0 = 0; b0 < K; b0 += 32) {
+        double amax = 0.0;
+        for (int64_t k = b0; k < b0 + 32; ++k) amax = std::max(amax, std::abs(double(x[k])));
+        for (int64_t k = b0; k < b0 + 32; ++k) {
+          exact += double(wf[n * K + k]) * x[k];
+          bound += std::abs(double(wf[n * K + k])) * (amax / 254.0 + 1e-7 * K * std::abs(x[k]));
+        }
+      }
+      EXPECT_LE(std::abs(y[n] - exact), bound) << oal::io::ggml_type_name(uint32_t(t.type)) << " row " << n;
+    }
+  }
+}
+
+TEST(LinearQuant, QuantDotNamesParseAndBadOnesAreRefused) {
+  EXPECT_EQ(kc::parse_quant_dot("int8"), kc::QuantDot::int8);
+  EXPECT_EQ(kc::parse_quant_dot("dequant"), kc::QuantDot::dequant);
+  EXPECT_EQ(kc::quant_dot_name(kc::QuantDot::int8), "int8");
+  try {
+    kc::parse_quant_dot("int4");
+    ADD_FAILURE() << "int4 accepted";
+  } catch (const oal::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected dequant or int8"), std::string::npos) << e.what();
   }
 }

@@ -14,6 +14,7 @@
 #include "oal/core/machine.h"
 #include "oal/simd/gemm_choice.h"
 #include "oal/simd/isa.h"
+#include "oal/simd/linear_quant.h"
 
 namespace oal::cli {
 std::vector<Command>& registry() {
@@ -70,6 +71,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    // Before parsing: --quant-dot sets the same process-wide choice while parsing and
+    // must win over the environment.
+    oal::simd::apply_quant_dot_env();
+  } catch (const oal::Error& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  }
+  try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
@@ -78,7 +87,9 @@ int main(int argc, char** argv) {
     oal::configure_threads();
     oal::keep_freed_memory();
     // OAL_SIMD=avx2|avx512|... forces a SIMD target, OAL_GEMM=own|blas|auto a GEMM
-    // backend (benchmarks of a lower target on a better CPU; docs/benchmarks.md).
+    // backend (benchmarks of a lower target on a better CPU; docs/benchmarks.md);
+    // OAL_QUANT_DOT=dequant|int8 (the decode products on quantized weights) is applied
+    // above, before parsing.
     oal::simd::apply_simd_env();
     oal::simd::apply_gemm_env();
     pin_gemm_for_fits(runs);

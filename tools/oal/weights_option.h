@@ -1,12 +1,13 @@
 #pragma once
 // --weights auto|f32|stored|bf16|q8_0 (how a model's weights are held; model/weight_format.h),
-// its older spelling --keep-dtype (= --weights stored) and --kv-cache f32|f16 (the softmax
-// layers' KV cache), shared by generate, ppl, serve and bench --model; --ubatch (how a
+// its older spelling --keep-dtype (= --weights stored), --kv-cache f32|f16 (the softmax
+// layers' KV cache) and --quant-dot dequant|int8 (simd/linear_quant.h), shared by generate, ppl, serve and bench --model; --ubatch (how a
 // prompt is prefilled) for generate and bench --model (serve slices prompts itself,
 // --prefill-chunk).
 #include <CLI/CLI.hpp>
 
 #include "oal/model/transformer.h"
+#include "oal/simd/linear_quant.h"
 
 namespace oal::cli {
 
@@ -28,6 +29,14 @@ inline void add_weights_option(CLI::App& app, model::TransformerOptions& o) {
          "llama.cpp's default; keys and values rounded to half precision)")
       ->check(CLI::IsMember({"f32", "f16"}))
       ->default_str("f32");
+  app.add_option_function<std::string>(
+         "--quant-dot",
+         [](const std::string& name) { simd::set_quant_dot(simd::parse_quant_dot(name)); },
+         "How a decode step multiplies Q8_0/Q4_0/Q4_1 weights: dequant (each block widened to "
+         "fp32, activations exact) or int8 (activations rounded to int8 per 32 values and "
+         "integer dot products, as llama.cpp does); same as OAL_QUANT_DOT")
+      ->check(CLI::IsMember({"dequant", "int8"}))
+      ->default_str("dequant");
 }
 
 // --ubatch, 512 (llama.cpp's default) unless the user says otherwise (default_val

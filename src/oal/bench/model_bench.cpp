@@ -16,6 +16,7 @@
 #include "oal/core/error.h"
 #include "oal/model/hybrid.h"
 #include "oal/simd/isa.h"
+#include "oal/simd/linear_quant.h"
 #include "oal/simd/oal_prefill.h"
 
 namespace oal::bench {
@@ -210,6 +211,7 @@ ModelBenchReport run_model_bench(model::Transformer& m, const std::string& descr
   rep.parameters = m.num_parameters();
   rep.kv_cache = std::string(attn::kv_cache_type_name(m.options().kv_cache));
   rep.ubatch = m.options().ubatch;
+  rep.quant_dot = std::string(simd::quant_dot_name(simd::quant_dot()));
   rep.gemm_gflops_fp32 = std::max(aten_gemm_rate(at::kFloat), simd_gemm_rate());
   std::vector<std::vector<int64_t>> layers;
   for (const auto& v : cfg.variants)  // all ranges checked before anything is timed
@@ -244,10 +246,10 @@ std::string model_bench_markdown(const ModelBenchReport& r) {
   std::string out = fmt::format(
       "# oal bench --model\n\nmodel: {} ({:.1f}M parameters)\nmachine: {} ({} logical cores, "
       "{} threads), kernels {}, BLAS {}\nbest fp32 GEMM: {:.1f} GFLOP/s; softmax KV cache {}; "
-      "prefill ubatch {}\n\n",
+      "prefill ubatch {}; quantized decode products {}\n\n",
       r.model, r.parameters / 1e6, r.machine.cpu, r.machine.logical_cores, r.machine.threads, r.isa,
       r.machine.blas, r.gemm_gflops_fp32, r.kv_cache,
-      r.ubatch > 0 ? std::to_string(r.ubatch) : std::string("whole prompt"));
+      r.ubatch > 0 ? std::to_string(r.ubatch) : std::string("whole prompt"), r.quant_dot);
   out += "| variant | converted | mode | N | ms (median) | min–max | tokens/s | GFLOP/s | %GEMM | peak RSS MiB | +MiB | state MiB |\n";
   out += "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& x : r.rows)
@@ -292,6 +294,7 @@ std::string model_bench_json(const ModelBenchReport& r) {
                       {"kernels_isa", r.isa},
                       {"kv_cache", r.kv_cache},
                       {"ubatch", r.ubatch},
+                      {"quant_dot", r.quant_dot},
                       {"gemm_gflops_fp32", r.gemm_gflops_fp32},
                       {"memory_reset_ok", r.memory_reset_ok},
                       {"rows", rows}};

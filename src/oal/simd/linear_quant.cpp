@@ -169,6 +169,182 @@ void quant_rows(int64_t M, const QuantMatrix& w, int64_t row_bytes, const float*
   }
 }
 
+// ---- The int8 route of the decode pass (QuantDot::int8) ----
+// As llama.cpp multiplies these types: the activations quantized per 32-block to int8
+// (x ≈ dx·qx, dx = max|x| / 127, rounded to nearest), an integer dot product per block,
+// then one fp32 FMA per block with the two scales. The int8 values are held as int16 so
+// the portable widening multiply-add (pmaddwd on x86, every Highway target has it) takes
+// them; AVX-512 VNNI's int8 instructions are not reachable through Highway 1.0.
+#if HWY_TARGET == HWY_SCALAR
+using D16 = hn::Rebind<int16_t, DI>;  // one lane: the scalar target has no int16 pairs
+#else
+using D16 = hn::Repartition<int16_t, DI>;  // twice DI's lanes: pairs summed into int32
+#endif
+using V16 = hn::Vec<D16>;
+constexpr size_t k_nv16 = k_qk / hn::MaxLanes(D16());  // int16 vectors per block
+
+// Blocks of x[M, K] (rows back to back, K a multiple of 32): qx int16 in [-127, 127],
+// dx per block and sx = Σ x per block (Q4_1's offset term needs it).
+void quantize_activations(int64_t M, int64_t K, const float* x, int16_t* qx, float* dx,
+                          float* sx) {
+  const DF df;
+  const hn::Rebind<int16_t, DF> dh;
+  const size_t L = hn::Lanes(df);
+  for (int64_t b = 0; b < M * K / int64_t(k_qk); ++b) {
+    const float* xb = x + b * int64_t(k_qk);
+    VF v[k_nv], amax = hn::Zero(df), sum = hn::Zero(df);
+    for (size_t i = 0; i < k_nv; ++i) {
+      v[i] = hn::LoadU(df, xb + i * L);
+      amax = hn::Max(amax, hn::Abs(v[i]));
+      sum = hn::Add(sum, v[i]);
+    }
+    const float a = hn::GetLane(hn::MaxOfLanes(df, amax));
+    const VF inv = hn::Set(df, a > 0.0f ? 127.0f / a : 0.0f);
+    for (size_t i = 0; i < k_nv; ++i)
+      hn::StoreU(hn::DemoteTo(dh, hn::NearestInt(hn::Mul(v[i], inv))), dh,
+                 qx + b * int64_t(k_qk) + i * L);
+    dx[b] = a / 127.0f;
+    sx[b] = hn::GetLane(hn::SumOfLanes(df, sum));
+  }
+}
+
+// Quantized activations of a group of x rows: row m's block b at q + m·K + 32·b,
+// its scale and sum at d[m·K/32 + b], s[m·K/32 + b].
+struct QuantAct {
+  const int16_t* q;
+  const float* d;
+  const float* s;
+};
+
+// Nibbles of elements [e, e + lanes) of a 4-bit block as int16 (ggml's Q4 layout, see
+// nibbles above); a 32-lane vector holds the whole block: low nibbles, then high.
+template <class D>
+HWY_INLINE hn::Vec<D> nibbles16(D d16, const uint8_t* qs, size_t e) {
+#if HWY_TARGET != HWY_SCALAR  // (no Combine there, and one lane never holds a block)
+  if constexpr (hn::MaxLanes(D()) >= k_qk) {
+    const hn::Half<D> dh;
+    const hn::Rebind<uint8_t, decltype(dh)> d8;
+    const auto bytes = hn::PromoteTo(dh, hn::LoadU(d8, qs));
+    return hn::Combine(d16, hn::ShiftRight<4>(bytes), hn::And(bytes, hn::Set(dh, int16_t{15})));
+  }
+#endif
+  const hn::Rebind<uint8_t, D> d8;
+  const auto bytes = hn::PromoteTo(d16, hn::LoadU(d8, qs + (e & 15)));
+  return e < 16 ? hn::And(bytes, hn::Set(d16, int16_t{15})) : hn::ShiftRight<4>(bytes);
+}
+
+// Integer decoders: a block's 32 quants as k_nv16 int16 vectors, w = d·q + m.
+struct IntQ8_0 {
+  static constexpr int64_t bytes = 34;
+  static constexpr bool has_min = false;
+  HWY_INLINE float operator()(const uint8_t* b, V16* q, float& m) const {
+    const D16 d16;
+    const hn::Rebind<int8_t, D16> d8;
+    const auto* qs = reinterpret_cast<const int8_t*>(b + 2);
+    for (size_t i = 0; i < k_nv16; ++i) q[i] = hn::PromoteTo(d16, hn::LoadU(d8, qs + i * hn::Lanes(d16)));
+    m = 0.0f;
+    return half_at(b);
+  }
+};
+
+struct IntQ4_0 {  // w = d·(q − 8)
+  static constexpr int64_t bytes = 18;
+  static constexpr bool has_min = false;
+  HWY_INLINE float operator()(const uint8_t* b, V16* q, float& m) const {
+    const D16 d16;
+    for (size_t i = 0; i < k_nv16; ++i)
+      q[i] = hn::Sub(nibbles16(d16, b + 2, i * hn::Lanes(d16)), hn::Set(d16, int16_t{8}));
+    m = 0.0f;
+    return half_at(b);
+  }
+};
+
+struct IntQ4_1 {  // w = d·q + m
+  static constexpr int64_t bytes = 20;
+  static constexpr bool has_min = true;
+  HWY_INLINE float operator()(const uint8_t* b, V16* q, float& m) const {
+    const D16 d16;
+    for (size_t i = 0; i < k_nv16; ++i) q[i] = nibbles16(d16, b + 4, i * hn::Lanes(d16));
+    m = half_at(b + 2);
+    return half_at(b);
+  }
+};
+
+// y[m, n] (row stride N) = row · x[m] for m < kM through the quantized activations.
+// Σ_e w_e x_e ≈ d·dx·Σ q·qx (+ m·Σ x for Q4_1). kA accumulators per row keep one FMA
+// chain per block from limiting a single row.
+template <int kM, class Decode>
+HWY_INLINE void dot_row_int8(const uint8_t* row, int64_t K, const QuantAct& a, float bias,
+                             float* y, int64_t N) {
+  constexpr int kA = kM == 1 ? 4 : kM == 2 ? 2 : 1;
+  const DF df;
+  const DI di;
+  const D16 d16;
+  const size_t L16 = hn::Lanes(d16);
+  const int64_t nb = K / int64_t(k_qk);
+  VF acc[kM][kA];
+  float off[kM] = {};
+  for (int m = 0; m < kM; ++m)
+    for (int j = 0; j < kA; ++j) acc[m][j] = hn::Zero(df);
+  V16 q[k_nv16];
+  for (int64_t b = 0; b < nb; ++b) {
+    hwy::Prefetch(row + b * Decode::bytes + k_prefetch_bytes);  // as in dot_row
+    float mw;
+    const float dw = Decode()(row + b * Decode::bytes, q, mw);
+    for (int m = 0; m < kM; ++m) {
+      const int16_t* xq = a.q + m * K + b * int64_t(k_qk);
+      auto s0 = hn::Zero(di), s1 = hn::Zero(di);
+      for (size_t i = 0; i < k_nv16; ++i)
+        s0 = hn::ReorderWidenMulAccumulate(di, q[i], hn::LoadU(d16, xq + i * L16), s0, s1);
+      VF& c = acc[m][b % kA];
+      c = hn::MulAdd(hn::Set(df, dw * a.d[m * nb + b]), hn::ConvertTo(df, hn::Add(s0, s1)), c);
+      if constexpr (Decode::has_min) off[m] += mw * a.s[m * nb + b];
+    }
+  }
+  for (int m = 0; m < kM; ++m) {
+    VF s = acc[m][0];
+    for (int j = 1; j < kA; ++j) s = hn::Add(s, acc[m][j]);
+    y[m * N] = hn::GetLane(hn::SumOfLanes(df, s)) + off[m] + bias;
+  }
+}
+
+template <int kM, class Decode>
+void rows_fixed_int8(const QuantMatrix& w, int64_t row_bytes, const QuantAct& a,
+                     const float* bias, float* y, int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n)
+    dot_row_int8<kM, Decode>(w.data + n * row_bytes, w.cols, a, bias ? bias[n] : 0.0f, y + n,
+                             w.rows);
+}
+
+template <class Decode>
+void rows_of_int8(int64_t M, const QuantMatrix& w, int64_t row_bytes, const QuantAct& a,
+                  const float* bias, float* y, int64_t n0, int64_t n1) {
+  switch (M) {
+    case 1: return rows_fixed_int8<1, Decode>(w, row_bytes, a, bias, y, n0, n1);
+    case 2: return rows_fixed_int8<2, Decode>(w, row_bytes, a, bias, y, n0, n1);
+    case 3: return rows_fixed_int8<3, Decode>(w, row_bytes, a, bias, y, n0, n1);
+    case 4: return rows_fixed_int8<4, Decode>(w, row_bytes, a, bias, y, n0, n1);
+    case 5: return rows_fixed_int8<5, Decode>(w, row_bytes, a, bias, y, n0, n1);
+    case 6: return rows_fixed_int8<6, Decode>(w, row_bytes, a, bias, y, n0, n1);
+    case 7: return rows_fixed_int8<7, Decode>(w, row_bytes, a, bias, y, n0, n1);
+    default: return rows_fixed_int8<8, Decode>(w, row_bytes, a, bias, y, n0, n1);
+  }
+}
+
+// Rows [n0, n1) of y[M <= 8, w.rows] = x · wᵀ + bias on the int8 route (w of a type
+// has_fast_quant_path accepts; qx, dx, sx quantized from x: see QuantAct).
+void quant_rows_int8(int64_t M, const QuantMatrix& w, int64_t row_bytes, const int16_t* qx,
+                     const float* dx, const float* sx, const float* bias, float* y, int64_t n0,
+                     int64_t n1) {
+  const QuantAct a{qx, dx, sx};
+  switch (static_cast<io::GgmlType>(w.type)) {
+    case io::GgmlType::Q8_0: return rows_of_int8<IntQ8_0>(M, w, row_bytes, a, bias, y, n0, n1);
+    case io::GgmlType::Q4_0: return rows_of_int8<IntQ4_0>(M, w, row_bytes, a, bias, y, n0, n1);
+    case io::GgmlType::Q4_1: return rows_of_int8<IntQ4_1>(M, w, row_bytes, a, bias, y, n0, n1);
+    default: return;  // callers check has_fast_quant_path first
+  }
+}
+
 template <class Decode>
 void expand_rows(const QuantMatrix& w, int64_t row_bytes, int64_t r0, int64_t r1, float* out) {
   const DF df;
@@ -201,6 +377,8 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 
 #include "oal/core/error.h"
 #include "oal/simd/linear_f32.h"
@@ -208,6 +386,8 @@ HWY_AFTER_NAMESPACE();
 
 namespace oal::simd {
 HWY_EXPORT(quant_rows);
+HWY_EXPORT(quant_rows_int8);
+HWY_EXPORT(quantize_activations);
 HWY_EXPORT(decode_rows);
 
 namespace {
@@ -245,6 +425,56 @@ void decode_panel(const QuantMatrix& w, int64_t row_bytes, int64_t r0, int64_t r
 
 }  // namespace
 
+namespace {
+
+std::atomic<QuantDot> g_quant_dot{QuantDot::dequant};
+
+// The decode pass on the int8 route: x quantized once (all M rows), then the same work
+// items as the dequantizing pass.
+void stream_int8(int64_t M, const float* x, const QuantMatrix& w, int64_t row_bytes,
+                 const float* bias, float* y, int threads) {
+  const int64_t N = w.rows, K = w.cols, nb = M * K / 32;
+  thread_local std::vector<int16_t> qx;
+  thread_local std::vector<float> dx, sx;
+  qx.resize(static_cast<size_t>(M * K));
+  dx.resize(static_cast<size_t>(nb));
+  sx.resize(static_cast<size_t>(nb));
+  HWY_DYNAMIC_DISPATCH(quantize_activations)(M, K, x, qx.data(), dx.data(), sx.data());
+  const int16_t* q = qx.data();
+  const float *d = dx.data(), *s = sx.data();
+  const int64_t items = (N + k_decode_rows - 1) / k_decode_rows;
+  parallel_items(items, threads, [&](int64_t, int64_t i) {
+    for (int64_t g = 0; g < M; g += 8)
+      HWY_DYNAMIC_DISPATCH(quant_rows_int8)(std::min<int64_t>(8, M - g), w, row_bytes,
+                                            q + g * K, d + g * K / 32, s + g * K / 32, bias,
+                                            y + g * N, i * k_decode_rows,
+                                            std::min(N, (i + 1) * k_decode_rows));
+  });
+}
+
+}  // namespace
+
+QuantDot quant_dot() { return g_quant_dot.load(); }
+QuantDot set_quant_dot(QuantDot dot) { return g_quant_dot.exchange(dot); }
+
+std::string_view quant_dot_name(QuantDot dot) {
+  return dot == QuantDot::int8 ? "int8" : "dequant";
+}
+
+QuantDot parse_quant_dot(std::string_view name) {
+  if (name == "dequant") return QuantDot::dequant;
+  if (name == "int8") return QuantDot::int8;
+  fail(k_op, "quant dot '{}': expected dequant or int8", name);
+}
+
+void apply_quant_dot_env() {
+  const char* env = std::getenv("OAL_QUANT_DOT");
+  if (env == nullptr || *env == '\0') return;
+  const std::string_view v = env;
+  check(v == "dequant" || v == "int8", k_op, "OAL_QUANT_DOT='{}': expected dequant or int8", v);
+  set_quant_dot(parse_quant_dot(v));
+}
+
 bool has_fast_quant_path(uint32_t type) {
   using io::GgmlType;
   return type == uint32_t(GgmlType::Q8_0) || type == uint32_t(GgmlType::Q4_0) ||
@@ -263,6 +493,8 @@ void linear_quant(int64_t M, const float* x, const QuantMatrix& w, const float* 
   const int64_t row_bytes = checked_row_bytes(w);
   check(M >= 1, k_op, "expected at least one input row, got M={}", M);
   const int64_t N = w.rows, K = w.cols;
+  if (M <= k_stream_max_rows && quant_dot() == QuantDot::int8 && has_fast_quant_path(w.type))
+    return stream_int8(M, x, w, row_bytes, bias, y, threads);
   if (M <= k_stream_max_rows) {
     const int64_t items = (N + k_decode_rows - 1) / k_decode_rows;
     std::vector<std::vector<float>> scratch(static_cast<size_t>(worker_count(items, threads)));

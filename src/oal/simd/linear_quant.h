@@ -4,13 +4,32 @@
 // 4.5–8.5 bits per weight instead of 32 (docs/quantized.md).
 //
 // Fast paths (Highway, every SIMD target): Q8_0, Q4_0, Q4_1 — the 32-element block
-// types of llama.cpp's common files — dequantized in registers. Every other type
+// types of llama.cpp's common files — dequantized in registers (or, for decode with
+// QuantDot::int8, multiplied as integers with int8-rounded activations). Every other type
 // io::dequantize() decodes (the K formats, Q5_0/Q5_1, F16, BF16) runs through the scalar
 // decoder one row at a time: correct, slower. The reference the tests compare with is
 // io::dequantize of the whole matrix followed by an fp64 product.
 #include <cstdint>
+#include <string_view>
 
 namespace oal::simd {
+
+// How the decode pass (M <= 32 rows) multiplies Q8_0 / Q4_0 / Q4_1 weights:
+//   dequant  each block expanded to fp32 in registers and FMA'd with x (x used exactly);
+//   int8     as llama.cpp does: x quantized per 32-block to int8 (x ≈ dx·qx, dx =
+//            max|x| / 127), an integer dot product per block, one fp32 FMA per block
+//            with the two scales (x carries up to 0.4 % rounding per block).
+// Prefill (M > 32) and the other types always dequantize. Process-wide, like the GEMM
+// policy; OAL_QUANT_DOT=dequant|int8 or `oal bench --quant-dot` set it.
+enum class QuantDot { dequant, int8 };
+QuantDot quant_dot();
+// Returns the previous setting. Not thread-safe with respect to running projections.
+QuantDot set_quant_dot(QuantDot dot);
+std::string_view quant_dot_name(QuantDot dot);
+// "dequant" or "int8"; throws oal::Error("linear_quant") naming both otherwise.
+QuantDot parse_quant_dot(std::string_view name);
+// Applies OAL_QUANT_DOT (dequant, int8 or unset).
+void apply_quant_dot_env();
 
 // A [rows, cols] matrix of ggml type `type` (an io::GgmlType id), row after row, each
 // row io::ggml_nbytes(type, cols) bytes (cols a multiple of the type's block size).
