@@ -31,11 +31,14 @@ struct TypeCase {
   float scale;                   // magnitude of those halfs: keeps |w| around 1
 };
 
-// Q8_0/Q4_0/Q4_1 take the SIMD decoders; Q6_K, Q4_K and F16 the scalar row fallback.
+// Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K take the SIMD decoders; F16 and Q3_K the
+// scalar row fallback.
 const std::vector<TypeCase> k_types = {
-    {GgmlType::Q8_0, {0}, 1.0f / 127},  {GgmlType::Q4_0, {0}, 1.0f / 8},
-    {GgmlType::Q4_1, {0, 2}, 1.0f / 16}, {GgmlType::Q6_K, {208}, 1.0f / 1024},
-    {GgmlType::Q4_K, {0, 2}, 1.0f / 256}, {GgmlType::F16, {0}, 1.0f},
+    {GgmlType::Q8_0, {0}, 1.0f / 127},   {GgmlType::Q4_0, {0}, 1.0f / 8},
+    {GgmlType::Q4_1, {0, 2}, 1.0f / 16}, {GgmlType::Q5_0, {0}, 1.0f / 16},
+    {GgmlType::Q5_1, {0, 2}, 1.0f / 32}, {GgmlType::Q6_K, {208}, 1.0f / 1024},
+    {GgmlType::Q4_K, {0, 2}, 1.0f / 256}, {GgmlType::Q5_K, {0, 2}, 1.0f / 512},
+    {GgmlType::Q3_K, {108}, 1.0f / 256}, {GgmlType::F16, {0}, 1.0f},
 };
 
 // rows x cols weights of `t`: random bytes, every fp16 field a random half of
@@ -190,7 +193,7 @@ TEST(LinearQuant, Int8RouteIsTheProductWithInt8Activations) {
   for (kc::SimdTarget target : kc::available_targets()) {
     kc::ScopedTarget guard(target);
     for (const TypeCase& t : k_types) {
-      if (!kc::has_fast_quant_path(uint32_t(t.type))) continue;
+      if (!kc::has_int8_path(uint32_t(t.type))) continue;
       const bool has_min = t.type == GgmlType::Q4_1;
       for (const auto& [M, N, K] : shapes) {
         const auto m = random_matrix(t, N, K, 9);
@@ -225,7 +228,7 @@ TEST(LinearQuant, Int8RouteStaysWithinItsRoundingOfTheExactProduct) {
   const int64_t M = 1, N = 64, K = 896;
   const ScopedQuantDot int8(kc::QuantDot::int8);
   for (const TypeCase& t : k_types) {
-    if (!kc::has_fast_quant_path(uint32_t(t.type))) continue;
+    if (!kc::has_int8_path(uint32_t(t.type))) continue;
     const auto m = random_matrix(t, N, K, 21);
     const auto wf = reference_weights(t, m, N, K);
     const auto x = oal::test::uniform(size_t(K), 8);

@@ -48,11 +48,14 @@ HWY_INLINE hn::Vec<DI> nibbles(const uint8_t* qs, size_t e) {
   return e < 16 ? hn::And(bytes, hn::Set(di, 15)) : hn::ShiftRight<4>(bytes);
 }
 
-// Each decoder writes a block's 32 weights as k_nv vectors (lane order = element order).
+// Each decoder writes 32 weights of a block — its 32-element group `sub` < subs — as
+// k_nv vectors (lane order = element order). The 32-element types are one group per
+// block; the K types' 256-element super-blocks are eight.
 // Q8_0, 34 bytes: d fp16 | qs int8[32].   w = d·q.
 struct DecodeQ8_0 {
   static constexpr int64_t bytes = 34;
-  HWY_INLINE void operator()(const uint8_t* b, VF* w) const {
+  static constexpr int subs = 1;
+  HWY_INLINE void operator()(const uint8_t* b, int, VF* w) const {
     const DF df;
     const DI di;
     const hn::Rebind<int8_t, DF> d8;
@@ -67,7 +70,8 @@ struct DecodeQ8_0 {
 // Q4_0, 18 bytes: d fp16 | qs[16].   w = d·(q − 8).
 struct DecodeQ4_0 {
   static constexpr int64_t bytes = 18;
-  HWY_INLINE void operator()(const uint8_t* b, VF* w) const {
+  static constexpr int subs = 1;
+  HWY_INLINE void operator()(const uint8_t* b, int, VF* w) const {
     const DF df;
     const DI di;
     const VF d = hn::Set(df, half_at(b));
@@ -80,7 +84,8 @@ struct DecodeQ4_0 {
 // Q4_1, 20 bytes: d fp16 | m fp16 | qs[16].   w = d·q + m (one rounding: d·q is exact).
 struct DecodeQ4_1 {
   static constexpr int64_t bytes = 20;
-  HWY_INLINE void operator()(const uint8_t* b, VF* w) const {
+  static constexpr int subs = 1;
+  HWY_INLINE void operator()(const uint8_t* b, int, VF* w) const {
     const DF df;
     const VF d = hn::Set(df, half_at(b)), m = hn::Set(df, half_at(b + 2));
     const size_t L = hn::Lanes(df);
@@ -89,17 +94,152 @@ struct DecodeQ4_1 {
   }
 };
 
+// The fifth bits of elements [e, e + L) of a Q5 block, bit j of the little-endian u32
+// at p, as int32 lanes holding 0 or 16.
+HWY_INLINE hn::Vec<DI> fifth_bits(const uint8_t* p, size_t e) {
+  const hn::RebindToUnsigned<DI> du;
+  uint32_t qh;
+  std::memcpy(&qh, p, sizeof(qh));
+  const auto bits = hn::And(hn::Set(du, qh) >> hn::Iota(du, uint32_t(e)), hn::Set(du, 1u));
+  return hn::BitCast(DI(), hn::ShiftLeft<4>(bits));
+}
+
+// Q5_0, 22 bytes: d fp16 | qh u32 | qs[16].   w = d·(q − 16), q = nibble | fifth bit.
+struct DecodeQ5_0 {
+  static constexpr int64_t bytes = 22;
+  static constexpr int subs = 1;
+  HWY_INLINE void operator()(const uint8_t* b, int, VF* w) const {
+    const DF df;
+    const DI di;
+    const VF d = hn::Set(df, half_at(b));
+    const size_t L = hn::Lanes(df);
+    for (size_t i = 0; i < k_nv; ++i) {
+      const auto q = hn::Or(nibbles(b + 6, i * L), fifth_bits(b + 2, i * L));
+      w[i] = hn::Mul(d, hn::ConvertTo(df, hn::Sub(q, hn::Set(di, 16))));
+    }
+  }
+};
+
+// Q5_1, 24 bytes: d fp16 | m fp16 | qh u32 | qs[16].   w = d·q + m (d·q exact).
+struct DecodeQ5_1 {
+  static constexpr int64_t bytes = 24;
+  static constexpr int subs = 1;
+  HWY_INLINE void operator()(const uint8_t* b, int, VF* w) const {
+    const DF df;
+    const VF d = hn::Set(df, half_at(b)), m = hn::Set(df, half_at(b + 2));
+    const size_t L = hn::Lanes(df);
+    for (size_t i = 0; i < k_nv; ++i) {
+      const auto q = hn::Or(nibbles(b + 8, i * L), fifth_bits(b + 4, i * L));
+      w[i] = hn::MulAdd(hn::ConvertTo(df, q), d, m);
+    }
+  }
+};
+
+// ---- K types: 256-element super-blocks, decoded 32 elements (one group) at a time ----
+// Layouts as io/gguf_quants.cpp documents them (block_q4_k, block_q5_k, block_q6_k);
+// every product below is exact in fp32 (fp16 scale × 6- or 8-bit sub-scale × quant
+// fits 24 bits, except Q6_K's, rounded once as the scalar decoder rounds it), so the
+// results are the scalar decoder's bit for bit.
+
+// Bytes [e, e + L) of p as int32 lanes.
+HWY_INLINE hn::Vec<DI> bytes_at(const uint8_t* p) {
+  const hn::Rebind<uint8_t, DF> d8;
+  return hn::PromoteTo(DI(), hn::LoadU(d8, p));
+}
+
+// Q4_K's and Q5_K's (scale, min) of group s from the 12 packed bytes at b (see
+// unpack_k4_scales in io/gguf_quants.cpp).
+HWY_INLINE void k4_scale_min(const uint8_t* b, int s, int& sc, int& m) {
+  if (s < 4) {
+    sc = b[s] & 63;
+    m = b[s + 4] & 63;
+  } else {
+    sc = (b[s + 4] & 0xF) | ((b[s - 4] >> 6) << 4);
+    m = (b[s + 4] >> 4) | ((b[s] >> 6) << 4);
+  }
+}
+
+// Q4_K, 144 bytes: d | dmin | 12 scale bytes | qs[128]; group s is nibble s % 2 of
+// qs[32·(s/2) + l].   w = (d·sc)·q − dmin·m.
+struct DecodeQ4_K {
+  static constexpr int64_t bytes = 144;
+  static constexpr int subs = 8;
+  HWY_INLINE void operator()(const uint8_t* b, int s, VF* w) const {
+    const DF df;
+    const DI di;
+    int sc, m;
+    k4_scale_min(b + 4, s, sc, m);
+    const VF dl = hn::Set(df, half_at(b) * float(sc)), ml = hn::Set(df, half_at(b + 2) * float(m));
+    const uint8_t* q = b + 16 + 32 * (s / 2);
+    const size_t L = hn::Lanes(df);
+    for (size_t i = 0; i < k_nv; ++i) {
+      const auto v = bytes_at(q + i * L);
+      const auto nib = s % 2 == 0 ? hn::And(v, hn::Set(di, 15)) : hn::ShiftRight<4>(v);
+      w[i] = hn::Sub(hn::Mul(dl, hn::ConvertTo(df, nib)), ml);
+    }
+  }
+};
+
+// Q5_K, 176 bytes: d | dmin | 12 scale bytes | qh[32] | qs[128]; the low 4 bits as Q4_K,
+// bit s of qh[l] the fifth.   w = (d·sc)·q − dmin·m.
+struct DecodeQ5_K {
+  static constexpr int64_t bytes = 176;
+  static constexpr int subs = 8;
+  HWY_INLINE void operator()(const uint8_t* b, int s, VF* w) const {
+    const DF df;
+    const DI di;
+    int sc, m;
+    k4_scale_min(b + 4, s, sc, m);
+    const VF dl = hn::Set(df, half_at(b) * float(sc)), ml = hn::Set(df, half_at(b + 2) * float(m));
+    const uint8_t* q = b + 48 + 32 * (s / 2);
+    const size_t L = hn::Lanes(df);
+    for (size_t i = 0; i < k_nv; ++i) {
+      const auto v = bytes_at(q + i * L);
+      const auto low = s % 2 == 0 ? hn::And(v, hn::Set(di, 15)) : hn::ShiftRight<4>(v);
+      const auto high = hn::And(hn::ShiftRightSame(bytes_at(b + 16 + i * L), s), hn::Set(di, 1));
+      w[i] = hn::Sub(hn::Mul(dl, hn::ConvertTo(df, hn::Or(low, hn::ShiftLeft<4>(high)))), ml);
+    }
+  }
+};
+
+// Q6_K, 210 bytes: ql[128] | qh[64] | int8 scales[16] | d. Group s (elements 32s + l):
+// low 4 bits nibble s/2 % 2 of ql[64·(s/4) + 32·(s % 2) + l], high 2 bits bits
+// [2·(s % 4), +2) of qh[32·(s/4) + l]; 16-element sub-blocks, so a group has two scales.
+// w = (d·scale)·(q − 32).
+struct DecodeQ6_K {
+  static constexpr int64_t bytes = 210;
+  static constexpr int subs = 8;
+  HWY_INLINE void operator()(const uint8_t* b, int s, VF* w) const {
+    const DF df;
+    const DI di;
+    const int g = s / 4, k = s % 4;
+    const uint8_t* lo = b + 64 * g + 32 * (k % 2);
+    const uint8_t* hi = b + 128 + 32 * g;
+    const auto* scales = reinterpret_cast<const int8_t*>(b + 192);
+    const float d = half_at(b + 208);
+    const size_t L = hn::Lanes(df);  // <= 16 on every target: a vector never spans two scales
+    for (size_t i = 0; i < k_nv; ++i) {
+      const auto low = hn::And(hn::ShiftRightSame(bytes_at(lo + i * L), 4 * (k / 2)), hn::Set(di, 15));
+      const auto high = hn::And(hn::ShiftRightSame(bytes_at(hi + i * L), 2 * k), hn::Set(di, 3));
+      const auto q = hn::Sub(hn::Or(low, hn::ShiftLeft<4>(high)), hn::Set(di, 32));
+      const float dl = d * float(scales[2 * s + (i * L) / 16]);
+      w[i] = hn::Mul(hn::Set(df, dl), hn::ConvertTo(df, q));
+    }
+  }
+};
+
 // 32 fp32 values (a row the scalar decoder has already expanded).
 struct DecodeF32 {
   static constexpr int64_t bytes = k_qk * sizeof(float);
-  HWY_INLINE void operator()(const uint8_t* b, VF* w) const {
+  static constexpr int subs = 1;
+  HWY_INLINE void operator()(const uint8_t* b, int, VF* w) const {
     const DF df;
     const auto* f = reinterpret_cast<const float*>(b);
     for (size_t i = 0; i < k_nv; ++i) w[i] = hn::LoadU(df, f + i * hn::Lanes(df));
   }
 };
 
-// y[m, n] (row stride N) = row · x[m] for m < kM, `row` holding K / 32 blocks. Each block
+// y[m, n] (row stride N) = row · x[m] for m < kM, `row` holding K elements in blocks. Each block
 // is decoded once and multiplied with every x row; kA accumulators per x row keep
 // enough FMAs in flight when kM is small (4 for one row on AVX2) without spilling.
 template <int kM, class Decode>
@@ -112,15 +252,17 @@ HWY_INLINE void dot_row(const uint8_t* row, int64_t K, const float* x, float bia
   for (int m = 0; m < kM; ++m)
     for (size_t a = 0; a < kA; ++a) acc[m][a] = hn::Zero(df);
   VF w[k_nv];
-  for (int64_t b = 0; b < K / int64_t(k_qk); ++b) {
+  for (int64_t b = 0; b < K / (int64_t(k_qk) * Decode::subs); ++b) {
     // Measured: without it the pass streams from DRAM at half of linear_f32's rate (the
     // decoding between loads leaves too few cache-line misses in flight).
     hwy::Prefetch(row + b * Decode::bytes + k_prefetch_bytes);
-    Decode()(row + b * Decode::bytes, w);
-    const float* xb = x + b * int64_t(k_qk);
-    for (int m = 0; m < kM; ++m)
-      for (size_t i = 0; i < k_nv; ++i)
-        acc[m][i % kA] = hn::MulAdd(w[i], hn::LoadU(df, xb + m * K + i * L), acc[m][i % kA]);
+    for (int sub = 0; sub < Decode::subs; ++sub) {
+      Decode()(row + b * Decode::bytes, sub, w);
+      const float* xb = x + (b * Decode::subs + sub) * int64_t(k_qk);
+      for (int m = 0; m < kM; ++m)
+        for (size_t i = 0; i < k_nv; ++i)
+          acc[m][i % kA] = hn::MulAdd(w[i], hn::LoadU(df, xb + m * K + i * L), acc[m][i % kA]);
+    }
   }
   for (int m = 0; m < kM; ++m) {
     VF s = acc[m][0];
@@ -159,6 +301,11 @@ void quant_rows(int64_t M, const QuantMatrix& w, int64_t row_bytes, const float*
     case io::GgmlType::Q8_0: return rows_of<DecodeQ8_0>(M, w, row_bytes, x, bias, y, n0, n1);
     case io::GgmlType::Q4_0: return rows_of<DecodeQ4_0>(M, w, row_bytes, x, bias, y, n0, n1);
     case io::GgmlType::Q4_1: return rows_of<DecodeQ4_1>(M, w, row_bytes, x, bias, y, n0, n1);
+    case io::GgmlType::Q5_0: return rows_of<DecodeQ5_0>(M, w, row_bytes, x, bias, y, n0, n1);
+    case io::GgmlType::Q5_1: return rows_of<DecodeQ5_1>(M, w, row_bytes, x, bias, y, n0, n1);
+    case io::GgmlType::Q4_K: return rows_of<DecodeQ4_K>(M, w, row_bytes, x, bias, y, n0, n1);
+    case io::GgmlType::Q5_K: return rows_of<DecodeQ5_K>(M, w, row_bytes, x, bias, y, n0, n1);
+    case io::GgmlType::Q6_K: return rows_of<DecodeQ6_K>(M, w, row_bytes, x, bias, y, n0, n1);
     default: break;
   }
   const QuantMatrix one{w.type, w.rows, w.cols, reinterpret_cast<const uint8_t*>(scratch)};
@@ -332,7 +479,7 @@ void rows_of_int8(int64_t M, const QuantMatrix& w, int64_t row_bytes, const Quan
 }
 
 // Rows [n0, n1) of y[M <= 8, w.rows] = x · wᵀ + bias on the int8 route (w of a type
-// has_fast_quant_path accepts; qx, dx, sx quantized from x: see QuantAct).
+// has_int8_path accepts; qx, dx, sx quantized from x: see QuantAct).
 void quant_rows_int8(int64_t M, const QuantMatrix& w, int64_t row_bytes, const int16_t* qx,
                      const float* dx, const float* sx, const float* bias, float* y, int64_t n0,
                      int64_t n1) {
@@ -341,7 +488,7 @@ void quant_rows_int8(int64_t M, const QuantMatrix& w, int64_t row_bytes, const i
     case io::GgmlType::Q8_0: return rows_of_int8<IntQ8_0>(M, w, row_bytes, a, bias, y, n0, n1);
     case io::GgmlType::Q4_0: return rows_of_int8<IntQ4_0>(M, w, row_bytes, a, bias, y, n0, n1);
     case io::GgmlType::Q4_1: return rows_of_int8<IntQ4_1>(M, w, row_bytes, a, bias, y, n0, n1);
-    default: return;  // callers check has_fast_quant_path first
+    default: return;  // callers check has_int8_path first
   }
 }
 
@@ -353,10 +500,12 @@ void expand_rows(const QuantMatrix& w, int64_t row_bytes, int64_t r0, int64_t r1
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.data + r * row_bytes;
     float* o = out + (r - r0) * w.cols;
-    for (int64_t b = 0; b < w.cols / int64_t(k_qk); ++b) {
-      Decode()(row + b * Decode::bytes, v);
-      for (size_t i = 0; i < k_nv; ++i) hn::StoreU(v[i], df, o + b * int64_t(k_qk) + i * L);
-    }
+    for (int64_t b = 0; b < w.cols / (int64_t(k_qk) * Decode::subs); ++b)
+      for (int sub = 0; sub < Decode::subs; ++sub) {
+        Decode()(row + b * Decode::bytes, sub, v);
+        float* og = o + (b * Decode::subs + sub) * int64_t(k_qk);
+        for (size_t i = 0; i < k_nv; ++i) hn::StoreU(v[i], df, og + i * L);
+      }
   }
 }
 
@@ -366,6 +515,11 @@ void decode_rows(const QuantMatrix& w, int64_t row_bytes, int64_t r0, int64_t r1
     case io::GgmlType::Q8_0: return expand_rows<DecodeQ8_0>(w, row_bytes, r0, r1, out);
     case io::GgmlType::Q4_0: return expand_rows<DecodeQ4_0>(w, row_bytes, r0, r1, out);
     case io::GgmlType::Q4_1: return expand_rows<DecodeQ4_1>(w, row_bytes, r0, r1, out);
+    case io::GgmlType::Q5_0: return expand_rows<DecodeQ5_0>(w, row_bytes, r0, r1, out);
+    case io::GgmlType::Q5_1: return expand_rows<DecodeQ5_1>(w, row_bytes, r0, r1, out);
+    case io::GgmlType::Q4_K: return expand_rows<DecodeQ4_K>(w, row_bytes, r0, r1, out);
+    case io::GgmlType::Q5_K: return expand_rows<DecodeQ5_K>(w, row_bytes, r0, r1, out);
+    case io::GgmlType::Q6_K: return expand_rows<DecodeQ6_K>(w, row_bytes, r0, r1, out);
     default: break;
   }
   for (int64_t r = r0; r < r1; ++r)
@@ -477,6 +631,13 @@ void apply_quant_dot_env() {
 
 bool has_fast_quant_path(uint32_t type) {
   using io::GgmlType;
+  return has_int8_path(type) || type == uint32_t(GgmlType::Q5_0) ||
+         type == uint32_t(GgmlType::Q5_1) || type == uint32_t(GgmlType::Q4_K) ||
+         type == uint32_t(GgmlType::Q5_K) || type == uint32_t(GgmlType::Q6_K);
+}
+
+bool has_int8_path(uint32_t type) {
+  using io::GgmlType;
   return type == uint32_t(GgmlType::Q8_0) || type == uint32_t(GgmlType::Q4_0) ||
          type == uint32_t(GgmlType::Q4_1);
 }
@@ -493,7 +654,7 @@ void linear_quant(int64_t M, const float* x, const QuantMatrix& w, const float* 
   const int64_t row_bytes = checked_row_bytes(w);
   check(M >= 1, k_op, "expected at least one input row, got M={}", M);
   const int64_t N = w.rows, K = w.cols;
-  if (M <= k_stream_max_rows && quant_dot() == QuantDot::int8 && has_fast_quant_path(w.type))
+  if (M <= k_stream_max_rows && quant_dot() == QuantDot::int8 && has_int8_path(w.type))
     return stream_int8(M, x, w, row_bytes, bias, y, threads);
   if (M <= k_stream_max_rows) {
     const int64_t items = (N + k_decode_rows - 1) / k_decode_rows;

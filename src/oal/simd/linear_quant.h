@@ -3,11 +3,13 @@
 // the weights are never widened to a whole fp32 matrix, so a decode step streams
 // 4.5–8.5 bits per weight instead of 32 (docs/quantized.md).
 //
-// Fast paths (Highway, every SIMD target): Q8_0, Q4_0, Q4_1 — the 32-element block
-// types of llama.cpp's common files — dequantized in registers (or, for decode with
-// QuantDot::int8, multiplied as integers with int8-rounded activations). Every other type
-// io::dequantize() decodes (the K formats, Q5_0/Q5_1, F16, BF16) runs through the scalar
-// decoder one row at a time: correct, slower. The reference the tests compare with is
+// Fast paths (Highway, every SIMD target): Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 — the
+// 32-element block types — and Q4_K, Q5_K, Q6_K — the super-block types of Q4_K_M /
+// Q5_K_M files, whose rows not a multiple of 256 long fall back to Q5_0 / Q8_0 —
+// dequantized in registers 32 weights at a time (Q8_0/Q4_0/Q4_1 also, for decode with
+// QuantDot::int8, multiplied as integers with int8-rounded activations). Every other
+// type io::dequantize() decodes (Q2_K, Q3_K, F16, BF16) runs through the scalar decoder
+// one row at a time: correct, slower. The reference the tests compare with is
 // io::dequantize of the whole matrix followed by an fp64 product.
 #include <cstdint>
 #include <string_view>
@@ -19,7 +21,7 @@ namespace oal::simd {
 //   int8     as llama.cpp does: x quantized per 32-block to int8 (x ≈ dx·qx, dx =
 //            max|x| / 127), an integer dot product per block, one fp32 FMA per block
 //            with the two scales (x carries up to 0.4 % rounding per block).
-// Prefill (M > 32) and the other types always dequantize. Process-wide, like the GEMM
+// Prefill (M > 32) and the other types (the K types too) always dequantize. Process-wide, like the GEMM
 // policy; OAL_QUANT_DOT=dequant|int8 or `oal bench --quant-dot` set it.
 enum class QuantDot { dequant, int8 };
 QuantDot quant_dot();
@@ -41,8 +43,10 @@ struct QuantMatrix {
   const uint8_t* data = nullptr;
 };
 
-// Whether `type` has the SIMD path (Q8_0, Q4_0, Q4_1).
+// Whether `type` has the SIMD path (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K).
 bool has_fast_quant_path(uint32_t type);
+// Whether `type` has the int8 route (Q8_0, Q4_0, Q4_1).
+bool has_int8_path(uint32_t type);
 
 // y[M, w.rows] = x[M, w.cols] · wᵀ (+ bias[w.rows] when non-null), fp32, rows
 // contiguous. M <= 32 (decoding, a server's batch): one pass over w, each row's blocks
