@@ -28,7 +28,9 @@ constexpr const char* k_op = "oal_prefill_kernel";
 // Plain loops over j: the compiler vectorizes them for this file's target.
 void intra_weights(const float* sg, int64_t n, int64_t i, int64_t G, const float* L, float eps,
                    float* w, float* t) {
-  const int64_t cnt = i + 1;
+  // Columns [0, i] are needed; up to the next multiple of 16 (within the row) costs the
+  // same vectors without masked tails, and the extra columns are zeroed below.
+  const int64_t cnt = std::min(n, (i + 16) / 16 * 16);
   for (int64_t j = 0; j < cnt; ++j) w[j] = eps;
   for (int64_t a = 0; a <= G; ++a) {
     const float l0 = a == 0 ? L[0] : 0.0f;
@@ -40,7 +42,7 @@ void intra_weights(const float* sg, int64_t n, int64_t i, int64_t G, const float
     }
     for (int64_t j = 0; j < cnt; ++j) w[j] += t[j] * t[j];
   }
-  for (int64_t j = cnt; j < n; ++j) w[j] = 0.0f;
+  for (int64_t j = i + 1; j < n; ++j) w[j] = 0.0f;
 }
 
 // ---- one KV head's work --------------------------------------------------------------
@@ -125,16 +127,20 @@ struct Unit {
     const int64_t d = dims.dim, Dv = dims.value_dim, T = dims.q_len, df = Df();
     const int64_t hg = dims.group_size(), b = u / dims.kv_heads;
     const int64_t h0 = (u % dims.kv_heads) * hg;
+    for (int64_t f = 0; f < df; ++f) s.sden[f] = S[f * ld() + Dv];
+    // Each feature row's denominator is taken while the row is still in L1: the rows of
+    // a chunk (hg · n · Df floats, 3.8 MB for Qwen2.5's shape) do not stay in L2 until
+    // after the GEMM.
     for (int64_t hh = 0; hh < hg; ++hh) {
       const float* qh = q + ((b * dims.q_heads + h0 + hh) * T + c0) * d;
-      for (int64_t i = 0; i < n; ++i)
-        query_features(qh + i * d, d, plan.coef_of(h0 + hh), s.phiq.data() + (hh * n + i) * df);
+      for (int64_t i = 0; i < n; ++i) {
+        float* row = s.phiq.data() + (hh * n + i) * df;
+        query_features(qh + i * d, d, plan.coef_of(h0 + hh), row);
+        s.den[hh * n + i] = dot(row, s.sden.data(), df);
+      }
     }
     const int64_t rows = hg * n;
     gemm_f32(rows, Dv, df, s.phiq.data(), df, 1, S, ld(), s.yacc.data(), Dv, false);
-    for (int64_t f = 0; f < df; ++f) s.sden[f] = S[f * ld() + Dv];
-    for (int64_t r = 0; r < rows; ++r)
-      s.den[r] = dot(s.phiq.data() + r * df, s.sden.data(), df);
     for (int64_t hh = 0; hh < hg; ++hh) intra(u, h0 + hh, hh, c0, n, s);
     for (int64_t hh = 0; hh < hg; ++hh) {
       float* yh = y + ((b * dims.q_heads + h0 + hh) * T + c0) * Dv;
