@@ -2,6 +2,8 @@
 // runs, the BLAS backend, the automatic choice, and the scalar reference loop.
 #include <gtest/gtest.h>
 
+#include <c10/util/Half.h>
+
 #include <cmath>
 #include <random>
 #include <string>
@@ -67,6 +69,41 @@ TEST(GemmF32, MatchesFp64OnOddShapes) {
   sweep(&kc::gemm_f32_scalar, "scalar reference");
   ASSERT_TRUE(kc::blas_available()) << "LibTorch's BLAS (cblas_sgemm) should be loaded";
   sweep(&kc::gemm_f32_blas, "blas");
+}
+
+TEST(GemmF32, HalfBIsTheProductWithTheWidenedB) {
+  // B held as IEEE half and widened as it is loaded: the same product as gemm_f32_scalar
+  // on B rounded to half and stored as fp32 (widening is exact), up to summation order
+  // (the tolerance of check_case). Row strides padded, tails of every length, C padding
+  // untouched.
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
+      {1, 1, 1}, {3, 17, 64}, {7, 256, 64}, {7, 64, 256}, {13, 65, 300}, {6, 5, 3}};
+  for (kc::SimdTarget isa : kc::available_targets()) {
+    kc::ScopedTarget guard(isa);
+    for (auto [M, N, K] : shapes)
+      for (bool acc : {false, true}) {
+        const int64_t ldb = N + 3, ldc = N + 5;
+        const auto a = uniform(M * K, 1), bf = uniform(K * ldb, 2);
+        std::vector<uint16_t> bh(bf.size());
+        std::vector<float> bw(bf.size());
+        for (size_t i = 0; i < bf.size(); ++i) {
+          const c10::Half h(bf[i]);
+          bh[i] = h.x;
+          bw[i] = static_cast<float>(h);
+        }
+        auto c = uniform(M * ldc, 3), ref = c;
+        kc::gemm_f32_half_b(M, N, K, a.data(), K, 1, bh.data(), ldb, c.data(), ldc, acc);
+        kc::gemm_f32_scalar(M, N, K, a.data(), K, 1, bw.data(), ldb, ref.data(), ldc, acc);
+        for (int64_t i = 0; i < M * ldc; ++i) {
+          if (i % ldc >= N) {
+            ASSERT_EQ(c[i], ref[i]) << "padding written at " << i;
+            continue;
+          }
+          ASSERT_NEAR(c[i], ref[i], 2e-6 * (K + 1))
+              << kc::target_name(isa) << " M=" << M << " N=" << N << " K=" << K << " at " << i;
+        }
+      }
+  }
 }
 
 TEST(GemmF32, PolicyForcesTheBackend) {

@@ -119,6 +119,19 @@ KvBlock kv_block(const Call& c, int64_t kvh, int64_t j0, int64_t bc, Scratch& w)
   return {w.kb.data(), Bc, w.vb.data()};
 }
 
+// Up to this many rows per work item, an f16 cache goes straight into the GEMMs (see
+// flash_item). Measured on AVX-512 (SmolLM2, 3 rows per KV head, and the 0.5B shape, 7):
+// see docs/quantized.md, "The KV cache of the softmax layers".
+constexpr int64_t k_half_gemm_rows = 16;
+
+// An f16 cache's Kᵀ rows and V rows of KV head kvh, as IEEE half bits.
+const uint16_t* half_kt(const Call& c, int64_t kvh) {
+  return static_cast<const uint16_t*>(c.kt) + kvh * c.dims.dim * c.ldkt;
+}
+const uint16_t* half_v(const Call& c, int64_t kvh) {
+  return static_cast<const uint16_t*>(c.v) + kvh * c.v_rows * c.dims.value_dim;
+}
+
 // One work item: KV head `kvh` (batch-major index), head block `hb`, query block `qb`.
 void flash_item(const Call& c, int64_t kvh, int64_t hb, int64_t qb, Scratch& w) {
   const AttentionDims& dims = c.dims;
@@ -136,16 +149,28 @@ void flash_item(const Call& c, int64_t kvh, int64_t hb, int64_t qb, Scratch& w) 
   std::fill(w.m.begin(), w.m.begin() + rows, k_neg_inf);
   std::fill(w.l.begin(), w.l.begin() + rows, 0.0f);
   const int64_t kend = i0 + rb + off;  // keys [0, kend) are visible to some row
+  // An f16 cache read by few rows (decode: one row per query head of the group) is read
+  // by GEMMs that widen B as they load it; widening a block into scratch first would
+  // write and read every element once more for a B that is used only once or twice.
+  const bool widen_in_gemm = c.half && rows <= k_half_gemm_rows;
   for (int64_t j0 = 0; j0 < kend; j0 += Bc) {
     const int64_t bc = std::min(Bc, kend - j0);
-    const KvBlock kv = kv_block(c, kvh, j0, bc, w);
-    gemm_f32(rows, bc, D, w.qs.data(), D, 1, kv.kt, kv.ldkt, w.s.data(), Bc, false);
+    const KvBlock kv = widen_in_gemm ? KvBlock{} : kv_block(c, kvh, j0, bc, w);
+    if (widen_in_gemm)
+      gemm_f32_half_b(rows, bc, D, w.qs.data(), D, 1, half_kt(c, kvh) + j0, c.ldkt, w.s.data(),
+                      Bc, false);
+    else
+      gemm_f32(rows, bc, D, w.qs.data(), D, 1, kv.kt, kv.ldkt, w.s.data(), Bc, false);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t n_valid = std::clamp<int64_t>(i0 + r % rb + off - j0 + 1, 0, bc);
       const float alpha = online_row(w.s.data() + r * Bc, n_valid, bc, w.m[r], w.l[r]);
       if (alpha != 1.0f) scaled_product(alpha, w.o.data() + r * Dv, nullptr, w.o.data() + r * Dv, Dv);
     }
-    gemm_f32(rows, Dv, bc, w.s.data(), Bc, 1, kv.v, Dv, w.o.data(), Dv, true);
+    if (widen_in_gemm)
+      gemm_f32_half_b(rows, Dv, bc, w.s.data(), Bc, 1, half_v(c, kvh) + j0 * Dv, Dv, w.o.data(),
+                      Dv, true);
+    else
+      gemm_f32(rows, Dv, bc, w.s.data(), Bc, 1, kv.v, Dv, w.o.data(), Dv, true);
   }
   for (int64_t r = 0; r < rows; ++r)
     scaled_product(1.0f / w.l[r], w.o.data() + r * Dv, nullptr,

@@ -19,10 +19,21 @@ constexpr int k_mr = 6;
 constexpr int k_nv = k_vector_registers >= 32 ? 4 : 2;
 constexpr int64_t k_kc = 128;  // K panel: a 128 x (NV·lanes) B panel stays in L1
 
+// n (<= lanes) elements of B at p as fp32 lanes: fp32 as they are, IEEE half widened
+// (exact; the tail through a zero-padded copy, so nothing past p[n - 1] is read).
+HWY_INLINE VF load_b(DF d, const float* p, int64_t n) { return load_n(d, p, n); }
+HWY_INLINE VF load_b(DF d, const hwy::float16_t* p, int64_t n) {
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  if (n >= static_cast<int64_t>(hn::Lanes(d))) return hn::PromoteTo(d, hn::LoadU(dh, p));
+  HWY_ALIGN hwy::float16_t buf[hn::MaxLanes(DF())] = {};
+  std::copy(p, p + n, buf);
+  return hn::PromoteTo(d, hn::Load(dh, buf));
+}
+
 // One MR x (NV·lanes) tile of C over K steps; the last vector of each row is masked to
-// `last` lanes.
-template <int MR, int NV>
-void tile(int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t ldb,
+// `last` lanes. B is fp32 or IEEE half (TB).
+template <int MR, int NV, class TB>
+void tile(int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const TB* b, int64_t ldb,
           float* c, int64_t ldc, bool load_c, int64_t last) {
   const DF d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
@@ -39,10 +50,9 @@ void tile(int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
   for (int m = 0; m < MR; ++m) arow[m] = a + m * a_rs;
   for (int64_t k = 0; k < K; ++k) {
     VF bv[NV];
-    const float* bk = b + k * ldb;
+    const TB* bk = b + k * ldb;
     #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v)
-      bv[v] = v == NV - 1 ? load_n(d, bk + L * v, last) : hn::LoadU(d, bk + L * v);
+    for (int v = 0; v < NV; ++v) bv[v] = load_b(d, bk + L * v, v == NV - 1 ? last : L);
     const int64_t ko = k * a_cs;
     #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
@@ -63,33 +73,34 @@ void tile(int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
     }
 }
 
-using TileFn = void (*)(int64_t, const float*, int64_t, int64_t, const float*, int64_t, float*,
+template <class TB>
+using TileFn = void (*)(int64_t, const float*, int64_t, int64_t, const TB*, int64_t, float*,
                         int64_t, bool, int64_t);
 
-template <int MR>
-TileFn tile_for(int nv) {
+template <int MR, class TB>
+TileFn<TB> tile_for(int nv) {
   if constexpr (k_nv >= 4) {
-    if (nv >= 4) return &tile<MR, 4>;
-    if (nv == 3) return &tile<MR, 3>;
+    if (nv >= 4) return &tile<MR, 4, TB>;
+    if (nv == 3) return &tile<MR, 3, TB>;
   }
-  return nv >= 2 ? &tile<MR, 2> : &tile<MR, 1>;
+  return nv >= 2 ? &tile<MR, 2, TB> : &tile<MR, 1, TB>;
 }
 
-TileFn pick_tile(int mr, int nv) {
+template <class TB>
+TileFn<TB> pick_tile(int mr, int nv) {
   switch (mr) {
-    case 1: return tile_for<1>(nv);
-    case 2: return tile_for<2>(nv);
-    case 3: return tile_for<3>(nv);
-    case 4: return tile_for<4>(nv);
-    case 5: return tile_for<5>(nv);
-    default: return tile_for<6>(nv);
+    case 1: return tile_for<1, TB>(nv);
+    case 2: return tile_for<2, TB>(nv);
+    case 3: return tile_for<3, TB>(nv);
+    case 4: return tile_for<4, TB>(nv);
+    case 5: return tile_for<5, TB>(nv);
+    default: return tile_for<6, TB>(nv);
   }
 }
 
-}  // namespace
-
-void gemm_own(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs,
-              const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+template <class TB>
+void gemm_tiles(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs,
+                const TB* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
   if (K == 0) {
     if (!accumulate)
       for (int64_t m = 0; m < M; ++m) std::fill(c + m * ldc, c + m * ldc + N, 0.0f);
@@ -104,17 +115,32 @@ void gemm_own(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int
       const int64_t nc = std::min(width, N - n0);
       const int nv = static_cast<int>((nc + L - 1) / L);
       const int64_t last = nc - L * (nv - 1);
-      const float* bp = b + k0 * ldb + n0;
-      const TileFn full = pick_tile(k_mr, nv);
+      const TB* bp = b + k0 * ldb + n0;
+      const TileFn<TB> full = pick_tile<TB>(k_mr, nv);
       int64_t m0 = 0;
       for (; m0 + k_mr <= M; m0 += k_mr)
         full(kc, a + m0 * a_rs + k0 * a_cs, a_rs, a_cs, bp, ldb, c + m0 * ldc + n0, ldc, load_c,
              last);
       if (m0 < M)
-        pick_tile(static_cast<int>(M - m0), nv)(kc, a + m0 * a_rs + k0 * a_cs, a_rs, a_cs, bp,
-                                                ldb, c + m0 * ldc + n0, ldc, load_c, last);
+        pick_tile<TB>(static_cast<int>(M - m0), nv)(kc, a + m0 * a_rs + k0 * a_cs, a_rs, a_cs,
+                                                    bp, ldb, c + m0 * ldc + n0, ldc, load_c,
+                                                    last);
     }
   }
+}
+
+}  // namespace
+
+void gemm_own(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs,
+              const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  gemm_tiles(M, N, K, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
+}
+
+void gemm_own_half_b(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs,
+                     int64_t a_cs, const uint16_t* b, int64_t ldb, float* c, int64_t ldc,
+                     bool accumulate) {
+  gemm_tiles(M, N, K, a, a_rs, a_cs, reinterpret_cast<const hwy::float16_t*>(b), ldb, c, ldc,
+             accumulate);
 }
 
 }  // namespace oal::simd::HWY_NAMESPACE
@@ -129,6 +155,7 @@ HWY_AFTER_NAMESPACE();
 
 namespace oal::simd {
 HWY_EXPORT(gemm_own);
+HWY_EXPORT(gemm_own_half_b);
 
 namespace {
 
@@ -150,6 +177,14 @@ void gemm_f32_own(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs,
                   const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
   if (M <= 0 || N <= 0) return;
   HWY_DYNAMIC_DISPATCH(gemm_own)(M, N, K, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
+}
+
+void gemm_f32_half_b(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs,
+                     int64_t a_cs, const uint16_t* b, int64_t ldb, float* c, int64_t ldc,
+                     bool accumulate) {
+  static_assert(sizeof(hwy::float16_t) == sizeof(uint16_t), "IEEE half is 2 bytes");
+  if (M <= 0 || N <= 0) return;
+  HWY_DYNAMIC_DISPATCH(gemm_own_half_b)(M, N, K, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
 }
 
 void blas_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* a,

@@ -19,6 +19,12 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int
 // The micro-kernel alone, on the active SIMD target.
 void gemm_f32_own(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs,
                   const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate);
+// The micro-kernel with B in IEEE half (binary16 bits): each B vector is widened as it is
+// loaded (exact), so a B read once (a decode step over an f16 KV cache) needs no fp32
+// copy. Same C and accumulation as gemm_f32; always the own micro-kernel.
+void gemm_f32_half_b(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs,
+                     int64_t a_cs, const uint16_t* b, int64_t ldb, float* c, int64_t ldc,
+                     bool accumulate);
 // cblas_sgemm alone (OpenBLAS held to one thread by the caller's context). Requires
 // blas_available(); A must have a unit stride in one direction (a_rs == 1 or a_cs == 1).
 void gemm_f32_blas(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs,
