@@ -8,10 +8,10 @@
 #   scripts/bench-peer.sh [--model FILE.gguf] [--prefill 512,4096] [--depths 1024,4096]
 #                         [--threads 2] [--simd avx2] [--repeats 3] [--warmup 1] [--out DIR]
 #   scripts/bench-peer.sh --sweep 8192,16384,32768 [...]   # long contexts, one pass per N
-#                         [--kv-cache f16|f32] [--ubatch 512] [--reuse-peer]
+#                         [--kv-cache f16|f32|q8_0] [--ubatch 512] [--reuse-peer]
 #
-# --kv-cache: oal's softmax-layer KV cache (default f16, the type llama.cpp's cache has
-# here). --ubatch: oal's prefill ubatch (default 512, llama.cpp's; 0 = the whole prompt
+# --kv-cache: the softmax-layer KV cache of both programs (default f16, llama.cpp's
+# default; llama.cpp gets -ctk/-ctv of the same type). --ubatch: oal's prefill ubatch (default 512, llama.cpp's; 0 = the whole prompt
 # at once). --reuse-peer: keep the llama.cpp outputs already in DIR (same model, threads
 # and lengths) and time oal again only.
 #
@@ -90,6 +90,7 @@ if [ -n "$sweep" ]; then
   sweep_peer() {
     /usr/bin/time -f "%M" -o "$out/llama-sweep.rss-kb" \
       "$peer_dir/bin/llama-batched-bench" -m "$model" -t "$threads" -fa -c $((max_n + 64)) \
+      -ctk "$kv_cache" -ctv "$kv_cache" \
       -b 512 -ub 512 -npp "$sweep" -ntg 32 -npl 1 --output-format jsonl 2> "$out/llama-sweep.log" \
       | grep '^{' > "$out/llama-sweep.jsonl"
   }
@@ -98,18 +99,18 @@ if [ -n "$sweep" ]; then
   llama_rss="sweep $(( $(cat "$out/llama-sweep.rss-kb") / 1024 ))"
 else
   # llama.cpp: -p N = prefill of N tokens (ubatch 512, as it runs); -n 32 -d D = 32
-  # tokens generated after a D-token context. -fa 1: flash attention; KV f16 (default).
+  # tokens generated after a D-token context. -fa 1: flash attention; KV cache as oal's.
   echo "bench-peer: llama-bench on $model ($threads threads)" >&2
   # Peak RSS: /usr/bin/time over each llama-bench invocation (its largest test).
   prefill_peer() {
     /usr/bin/time -f "%M" -o "$out/llama-bench-prefill.rss-kb" \
       "$peer_dir/bin/llama-bench" -m "$model" -t "$threads" -fa 1 -r "$repeats" \
-      -p "$prefill" -n 0 -o json > "$out/llama-bench-prefill.json"
+      -ctk "$kv_cache" -ctv "$kv_cache" -p "$prefill" -n 0 -o json > "$out/llama-bench-prefill.json"
   }
   decode_peer() {
     /usr/bin/time -f "%M" -o "$out/llama-bench-decode.rss-kb" \
       "$peer_dir/bin/llama-bench" -m "$model" -t "$threads" -fa 1 -r "$repeats" \
-      -p 0 -n 32 -d "$depths" -o json > "$out/llama-bench-decode.json"
+      -ctk "$kv_cache" -ctv "$kv_cache" -p 0 -n 32 -d "$depths" -o json > "$out/llama-bench-decode.json"
   }
   peer_run "$out/llama-bench-prefill.json" prefill_peer
   peer_run "$out/llama-bench-decode.json" decode_peer

@@ -72,12 +72,14 @@ TEST(KvCache, F16StorageHalvesTheBytesAndSnapshotsRestoreIntoIt) {
 
 TEST(KvCache, CacheTypeNamesParseAndUnknownOnesAreRefused) {
   EXPECT_EQ(parse_kv_cache_type("f16"), KvCacheType::f16);
+  EXPECT_EQ(parse_kv_cache_type("q8_0"), KvCacheType::q8_0);
   EXPECT_EQ(kv_cache_type_name(parse_kv_cache_type("f32")), "f32");
+  EXPECT_EQ(kv_cache_type_name(KvCacheType::q8_0), "q8_0");
   try {
     parse_kv_cache_type("q4");
     FAIL() << "q4 is not a cache type";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("expected f32 or f16"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected f32, f16 or q8_0"), std::string::npos) << e.what();
   }
 }
 

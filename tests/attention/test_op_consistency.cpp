@@ -22,6 +22,7 @@
 #include "oal/attention/qkv_shape.h"
 #include "oal/attention/softmax/softmax.h"
 #include "oal/attention/softmax/softmax_method.h"
+#include "oal/io/gguf_quants.h"
 #include "oal/simd/flash_softmax.h"
 #include "oal/simd/isa.h"
 #include "oal/simd/oal_decode.h"
@@ -169,6 +170,24 @@ at::Tensor naive_on_half_kv(const Case&, const Inputs& in, const LayerKernels&) 
   return softmax_attention_naive(in.q, half(in.k), half(in.v));
 }
 
+// What a q8_0 KV cache must compute: exact softmax over keys and values rounded as the
+// cache stores them, each token's row quantized per 32 values by io::quantize (ggml's
+// reference quantizer, itself checked against the gguf package) and decoded again.
+at::Tensor q8_rounded(const at::Tensor& t) {
+  const at::Tensor f = t.to(at::kFloat).contiguous();
+  at::Tensor out = at::empty_like(f);
+  const auto q8 = static_cast<uint32_t>(oal::io::GgmlType::Q8_0);
+  std::vector<uint8_t> bytes(oal::io::ggml_nbytes(q8, f.size(-1)));
+  for (int64_t r = 0; r < f.numel() / f.size(-1); ++r) {
+    oal::io::quantize(q8, f.data_ptr<float>() + r * f.size(-1), f.size(-1), bytes.data());
+    oal::io::dequantize(q8, bytes.data(), f.size(-1), out.data_ptr<float>() + r * f.size(-1));
+  }
+  return out.to(at::kDouble);
+}
+at::Tensor naive_on_q8_kv(const Case&, const Inputs& in, const LayerKernels&) {
+  return softmax_attention_naive(in.q, q8_rounded(in.k), q8_rounded(in.v));
+}
+
 // Tolerances (the reasons are the point):
 // * fp64 paths differ from the fp64 reference only in summation order and the expanded
 //   vs factored form of the same polynomial: ~1e-15 per term, 1e-10 leaves room at N 1000.
@@ -267,6 +286,20 @@ const std::vector<Op>& ops() {
                    return decode_in_pieces(*st, in);
                  },
                  naive_on_half_kv,
+                 softmax_tolerance});
+    // The q8_0 cache likewise (head dimensions that are multiples of 32 only): prefill
+    // (33+ rows: key blocks decoded and transposed into scratch), single steps and a
+    // final chunk, at the fp32 tolerance (a wrong row, block or scale is O(1)).
+    o.push_back({"softmax.decode.q8_0_cache",
+                 true,
+                 {at::kFloat, at::kBFloat16},
+                 [](const Case& c) { return c.d % 32 == 0 && c.dv % 32 == 0; },
+                 [](const Case& c, const Inputs& in, const LayerKernels&) {
+                   auto st =
+                       SoftmaxAttention(c.chunk, std::nullopt, KvCacheType::q8_0).new_state(c.batch);
+                   return decode_in_pieces(*st, in);
+                 },
+                 naive_on_q8_kv,
                  softmax_tolerance});
     o.push_back({"kernel.oal_prefill.segments", true, {at::kFloat}, {}, kernel_prefill_segments,
                  pairwise, oal_tolerance});

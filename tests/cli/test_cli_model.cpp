@@ -266,6 +266,11 @@ TEST(CliModel, GenerateOnTheRealGgufInEveryWeightFormat) {
   const CliResult f16 = oal_run(base + " --kv-cache f16");
   ASSERT_EQ(f16.status, 0) << f16.err;
   EXPECT_EQ(f16.out.rfind("The capital of France is", 0), 0u) << f16.out;
+  // The q8_0 cache (keys and values rounded per 32 values: logits move by about half a
+  // unit, tests/model/test_kv_cache_type.cpp) runs and continues the prompt too.
+  const CliResult q8kv = oal_run(base + " --kv-cache q8_0");
+  ASSERT_EQ(q8kv.status, 0) << q8kv.err;
+  EXPECT_EQ(q8kv.out.rfind("The capital of France is", 0), 0u) << q8kv.out;
   const CliResult bad_kv = oal_run(base + " --kv-cache q4");
   EXPECT_EQ(bad_kv.status, 105) << bad_kv.err;
   EXPECT_NE(bad_kv.err.find("--kv-cache"), std::string::npos) << bad_kv.err;

@@ -1,6 +1,6 @@
 #pragma once
 // --weights auto|f32|stored|bf16|q8_0 (how a model's weights are held; model/weight_format.h),
-// its older spelling --keep-dtype (= --weights stored), --kv-cache f32|f16 (the softmax
+// its older spelling --keep-dtype (= --weights stored), --kv-cache f32|f16|q8_0 (the softmax
 // layers' KV cache) and --quant-dot dequant|int8 (simd/linear_quant.h), shared by generate, ppl, serve and bench --model; --ubatch (how a
 // prompt is prefilled) for generate and bench --model (serve slices prompts itself,
 // --prefill-chunk).
@@ -25,9 +25,10 @@ inline void add_weights_option(CLI::App& app, model::TransformerOptions& o) {
   app.add_option_function<std::string>(
          "--kv-cache",
          [&o](const std::string& name) { o.kv_cache = attn::parse_kv_cache_type(name); },
-         "KV cache of the softmax layers: f32 (exact) or f16 (half the memory per cached token, "
-         "llama.cpp's default; keys and values rounded to half precision)")
-      ->check(CLI::IsMember({"f32", "f16"}))
+         "KV cache of the softmax layers: f32 (exact), f16 (half the memory per cached token, "
+         "llama.cpp's default; keys and values rounded to half precision) or q8_0 (8.5 bits per "
+         "value, rounded per 32 values; head dimensions multiples of 32)")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0"}))
       ->default_str("f32");
   app.add_option_function<std::string>(
          "--quant-dot",

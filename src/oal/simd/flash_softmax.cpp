@@ -10,8 +10,11 @@
 #include <limits>
 #include <vector>
 
+#include "oal/core/error.h"
+#include "oal/io/gguf_quants.h"
 #include "oal/simd/flash_softmax.h"
 #include "oal/simd/gemm_f32.h"
+#include "oal/simd/linear_quant.h"
 #include "oal/simd/parallel.h"
 #include "oal/simd/simd_tiles-inl.h"
 
@@ -60,8 +63,15 @@ float online_row(float* s, int64_t n_valid, int64_t n_total, float& m, float& l)
 
 struct Scratch {
   std::vector<float> qs, s, o, m, l;
-  std::vector<float> kb, vb;  // an f16 cache's key block, widened: Kᵀ [D, k_block], V [k_block, Dv]
+  // A half cache's key block as fp32: Kᵀ [D, k_block], V [k_block, Dv] (vb also a q8_0
+  // block's values); a q8_0 block's key rows kr [k_block, D], the item's queries
+  // transposed qt [D, rows] and the transposed scores st [k_block, rows] (see q8_block).
+  std::vector<float> kb, vb, kr, qt, st;
 };
+
+// The cache element type a call reads: fp32 and f16 hold Kᵀ rows; q8_0 holds key rows
+// (Q8_0 blocks of 32 along D, as each token was appended) and value rows likewise.
+enum class Cache { f32 = 0, f16 = 1, q8_0 = 2 };
 
 // Geometry of the work items: `heads` query heads of one KV group stacked over one
 // query block of `rows` positions (rows = heads x positions; several heads are stacked
@@ -86,18 +96,19 @@ struct Call {
   const FlashOptions& opt;
   const Items& it;
   const float* q;
-  const void* kt;  // float, or hwy::float16_t when `half`
-  int64_t ldkt;
+  const void* kt;  // float Kᵀ, hwy::float16_t Kᵀ, or Q8_0 key rows (see Cache)
+  int64_t ldkt;    // Kᵀ row stride, or (q8_0) key rows per KV head
   const void* v;
   int64_t v_rows;
   float* y;
   float scale;
-  bool half;
+  Cache cache;
 };
 
-// Keys [j0, j0 + bc) of KV head kvh as fp32 operands of the two GEMMs: Kᵀ rows with
-// stride ldkt and V rows of Dv. An fp32 cache is read in place; an f16 one is widened
-// into the worker's scratch first (one pass over the block, then GEMMs from cache).
+// Keys [j0, j0 + bc) of KV head kvh of an fp32 or f16 cache as fp32 operands of the two
+// GEMMs: Kᵀ rows with stride ldkt and V rows of Dv. An fp32 cache is read in place; an
+// f16 one is widened into the worker's scratch first (one pass over the block, then
+// GEMMs from cache).
 struct KvBlock {
   const float* kt;
   int64_t ldkt;
@@ -105,18 +116,37 @@ struct KvBlock {
 };
 
 KvBlock kv_block(const Call& c, int64_t kvh, int64_t j0, int64_t bc, Scratch& w) {
-  const int64_t D = c.dims.dim, Dv = c.dims.value_dim;
-  if (!c.half) {
+  const int64_t D = c.dims.dim, Dv = c.dims.value_dim, Bc = c.opt.k_block;
+  if (c.cache == Cache::f32) {
     const float* kt = static_cast<const float*>(c.kt) + kvh * D * c.ldkt;
     const float* v = static_cast<const float*>(c.v) + kvh * c.v_rows * Dv;
     return {kt + j0, c.ldkt, v + j0 * Dv};
   }
+  // f16 (q8_0 blocks go through q8_block).
   const auto* kt = static_cast<const hwy::float16_t*>(c.kt) + kvh * D * c.ldkt + j0;
   const auto* v = static_cast<const hwy::float16_t*>(c.v) + (kvh * c.v_rows + j0) * Dv;
-  const int64_t Bc = c.opt.k_block;
   for (int64_t r = 0; r < D; ++r) widen_f16(kt + r * c.ldkt, w.kb.data() + r * Bc, bc);
   widen_f16(v, w.vb.data(), bc * Dv);
   return {w.kb.data(), Bc, w.vb.data()};
+}
+
+// A q8_0 cache's keys [j0, j0 + bc) of KV head kvh against the item's rows: the key rows
+// decoded (linear_quant's SIMD decoders) and multiplied as they are, Sᵀ = K · Qsᵀ with
+// w.qt = Qsᵀ [D, rows], then Sᵀ [bc, rows] transposed into w.s [rows, Bc] — a bc x rows
+// transpose instead of the bc x D one Kᵀ would need (7 against 64 columns in decode). The
+// block's values are decoded into w.vb [bc, Dv].
+void q8_block(const Call& c, int64_t kvh, int64_t j0, int64_t bc, int64_t rows, Scratch& w) {
+  const int64_t D = c.dims.dim, Dv = c.dims.value_dim, Bc = c.opt.k_block;
+  const auto q8 = static_cast<uint32_t>(io::GgmlType::Q8_0);
+  const auto* kq = static_cast<const uint8_t*>(c.kt);
+  const auto* vq = static_cast<const uint8_t*>(c.v);
+  dequantize_rows({q8, c.ldkt, D, kq + kvh * c.ldkt * int64_t(io::ggml_nbytes(q8, D))}, j0,
+                  j0 + bc, w.kr.data());
+  gemm_f32(bc, rows, D, w.kr.data(), D, 1, w.qt.data(), rows, w.st.data(), rows, false);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < bc; ++j) w.s[r * Bc + j] = w.st[j * rows + r];
+  dequantize_rows({q8, c.v_rows, Dv, vq + kvh * c.v_rows * int64_t(io::ggml_nbytes(q8, Dv))}, j0,
+                  j0 + bc, w.vb.data());
 }
 
 // Up to this many rows per work item, an f16 cache goes straight into the GEMMs (see
@@ -152,25 +182,36 @@ void flash_item(const Call& c, int64_t kvh, int64_t hb, int64_t qb, Scratch& w) 
   // An f16 cache read by few rows (decode: one row per query head of the group) is read
   // by GEMMs that widen B as they load it; widening a block into scratch first would
   // write and read every element once more for a B that is used only once or twice.
-  const bool widen_in_gemm = c.half && rows <= k_half_gemm_rows;
+  const bool widen_in_gemm = c.cache == Cache::f16 && rows <= k_half_gemm_rows;
+  if (c.cache == Cache::q8_0)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t p = 0; p < D; ++p) w.qt[p * rows + r] = w.qs[r * D + p];
   for (int64_t j0 = 0; j0 < kend; j0 += Bc) {
     const int64_t bc = std::min(Bc, kend - j0);
-    const KvBlock kv = widen_in_gemm ? KvBlock{} : kv_block(c, kvh, j0, bc, w);
-    if (widen_in_gemm)
+    // Scores of every row against keys [j0, j0 + bc) into w.s, and the block's values
+    // as an fp32 operand (null: an f16 cache's values, widened in the value GEMM).
+    const float* vblock = nullptr;
+    if (c.cache == Cache::q8_0) {
+      q8_block(c, kvh, j0, bc, rows, w);
+      vblock = w.vb.data();
+    } else if (widen_in_gemm) {
       gemm_f32_half_b(rows, bc, D, w.qs.data(), D, 1, half_kt(c, kvh) + j0, c.ldkt, w.s.data(),
                       Bc, false);
-    else
+    } else {
+      const KvBlock kv = kv_block(c, kvh, j0, bc, w);
       gemm_f32(rows, bc, D, w.qs.data(), D, 1, kv.kt, kv.ldkt, w.s.data(), Bc, false);
+      vblock = kv.v;
+    }
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t n_valid = std::clamp<int64_t>(i0 + r % rb + off - j0 + 1, 0, bc);
       const float alpha = online_row(w.s.data() + r * Bc, n_valid, bc, w.m[r], w.l[r]);
       if (alpha != 1.0f) scaled_product(alpha, w.o.data() + r * Dv, nullptr, w.o.data() + r * Dv, Dv);
     }
-    if (widen_in_gemm)
+    if (vblock == nullptr)
       gemm_f32_half_b(rows, Dv, bc, w.s.data(), Bc, 1, half_v(c, kvh) + j0 * Dv, Dv, w.o.data(),
                       Dv, true);
     else
-      gemm_f32(rows, Dv, bc, w.s.data(), Bc, 1, kv.v, Dv, w.o.data(), Dv, true);
+      gemm_f32(rows, Dv, bc, w.s.data(), Bc, 1, vblock, Dv, w.o.data(), Dv, true);
   }
   for (int64_t r = 0; r < rows; ++r)
     scaled_product(1.0f / w.l[r], w.o.data() + r * Dv, nullptr,
@@ -185,10 +226,12 @@ void softmax_exp(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; i += L) store_n(exp_nonpositive(d, load_n(d, x + i, n - i)), d, y + i, n - i);
 }
 
-// kt, v: float, or hwy::float16_t when `half`.
+// kt, v: as `cache_kind` (a Cache: 0 f32, 1 f16, 2 q8_0; an int because the dispatch
+// below is outside this per-target namespace) says (see Call).
 void flash_kt(const AttentionDims& dims, const float* q, const void* kt, int64_t ldkt,
               const void* v, int64_t v_rows, float* y, float scale, const FlashOptions& opt,
-              bool half) {
+              int cache_kind) {
+  const auto cache = static_cast<Cache>(cache_kind);
   const Items it = plan_items(dims, opt);
   const int64_t items = it.count(dims);
   const int64_t rows = it.block * it.heads;
@@ -199,12 +242,17 @@ void flash_kt(const AttentionDims& dims, const float* q, const void* kt, int64_t
     w.o.resize(rows * dims.value_dim);
     w.m.resize(rows);
     w.l.resize(rows);
-    if (half) {
+    if (cache != Cache::f32) {
       w.kb.resize(dims.dim * opt.k_block);
       w.vb.resize(opt.k_block * dims.value_dim);
     }
+    if (cache == Cache::q8_0) {
+      w.kr.resize(opt.k_block * dims.dim);
+      w.qt.resize(dims.dim * rows);
+      w.st.resize(opt.k_block * rows);
+    }
   }
-  const Call call{dims, opt, it, q, kt, ldkt, v, v_rows, y, scale, half};
+  const Call call{dims, opt, it, q, kt, ldkt, v, v_rows, y, scale, cache};
   const int64_t per_qb = dims.batch * dims.kv_heads * it.n_hb;
   // Item i: the latest query blocks (most keys) first, so the last items are cheap.
   parallel_items(items, opt.threads, [&](int64_t worker, int64_t i) {
@@ -237,7 +285,7 @@ void flash_softmax_kt_f32(const AttentionDims& dims, const float* q, const float
                           int64_t ldkt, const float* v, int64_t v_rows, float* y,
                           float scale, const FlashOptions& opt) {
   if (dims.q_len == 0 || dims.batch == 0 || dims.q_heads == 0) return;
-  HWY_DYNAMIC_DISPATCH(flash_kt)(dims, q, kt, ldkt, v, v_rows, y, scale, opt, false);
+  HWY_DYNAMIC_DISPATCH(flash_kt)(dims, q, kt, ldkt, v, v_rows, y, scale, opt, 0);
 }
 
 void flash_softmax_kt_f16(const AttentionDims& dims, const float* q, const uint16_t* kt,
@@ -245,7 +293,17 @@ void flash_softmax_kt_f16(const AttentionDims& dims, const float* q, const uint1
                           const FlashOptions& opt) {
   static_assert(sizeof(hwy::float16_t) == sizeof(uint16_t), "IEEE half is 2 bytes");
   if (dims.q_len == 0 || dims.batch == 0 || dims.q_heads == 0) return;
-  HWY_DYNAMIC_DISPATCH(flash_kt)(dims, q, kt, ldkt, v, v_rows, y, scale, opt, true);
+  HWY_DYNAMIC_DISPATCH(flash_kt)(dims, q, kt, ldkt, v, v_rows, y, scale, opt, 1);
+}
+
+void flash_softmax_q8_0(const AttentionDims& dims, const float* q, const uint8_t* k_rows,
+                        int64_t k_cap, const uint8_t* v_rows, int64_t v_cap, float* y,
+                        float scale, const FlashOptions& opt) {
+  check(dims.dim % 32 == 0 && dims.value_dim % 32 == 0, "flash_softmax",
+        "a q8_0 cache needs head dimensions that are multiples of 32, got D={}, Dv={}",
+        dims.dim, dims.value_dim);
+  if (dims.q_len == 0 || dims.batch == 0 || dims.q_heads == 0) return;
+  HWY_DYNAMIC_DISPATCH(flash_kt)(dims, q, k_rows, k_cap, v_rows, v_cap, y, scale, opt, 2);
 }
 
 void flash_softmax_f32(const AttentionDims& dims, const float* q, const float* k,

@@ -55,6 +55,16 @@ void flash_softmax_kt_f16(const AttentionDims& dims, const float* q, const uint1
                           int64_t ldkt, const uint16_t* v, int64_t v_rows, float* y, float scale,
                           const FlashOptions& opt = {});
 
+// The same on a KV cache held as Q8_0 (llama.cpp's q8_0 cache type, 8.5 bits per value):
+// k_rows holds, per KV head (batch-major), k_cap >= S key rows of D/32 Q8_0 blocks (34
+// bytes each: fp16 scale, 32 int8), each row quantized as its token was appended; v_rows
+// likewise v_cap >= S value rows of Dv/32 blocks. Each key block is decoded (the SIMD
+// decoders of linear_quant.h) and transposed into fp32 scratch once per work item, then
+// the fp32 GEMMs run. D and Dv must be multiples of 32 (oal::Error("flash_softmax")).
+void flash_softmax_q8_0(const AttentionDims& dims, const float* q, const uint8_t* k_rows,
+                        int64_t k_cap, const uint8_t* v_rows, int64_t v_cap, float* y,
+                        float scale, const FlashOptions& opt = {});
+
 // A Kᵀ row stride for S keys: S rounded up to 16 floats plus 16. Rows a power-of-two
 // apart (S = 1024, 4096, ... would be) all fall into the same L1 sets, so the D rows of
 // a key block evict each other between the register tiles that reuse them; 64 bytes of

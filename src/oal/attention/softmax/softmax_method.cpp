@@ -8,6 +8,7 @@
 #include "oal/attention/softmax/softmax.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
+#include "oal/io/gguf_quants.h"
 #include "oal/simd/flash_softmax.h"
 
 namespace oal::attn {
@@ -27,11 +28,16 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 KvCacheType parse_kv_cache_type(std::string_view name) {
   if (name == "f32") return KvCacheType::f32;
   if (name == "f16") return KvCacheType::f16;
-  fail("kv_cache_type", "unknown KV cache type '{}': expected f32 or f16", name);
+  if (name == "q8_0") return KvCacheType::q8_0;
+  fail("kv_cache_type", "unknown KV cache type '{}': expected f32, f16 or q8_0", name);
 }
 
 std::string_view kv_cache_type_name(KvCacheType type) {
-  return type == KvCacheType::f16 ? "f16" : "f32";
+  switch (type) {
+    case KvCacheType::f16: return "f16";
+    case KvCacheType::q8_0: return "q8_0";
+    default: return "f32";
+  }
 }
 
 SoftmaxKvCache::SoftmaxKvCache(int64_t batch, int64_t block, std::optional<double> scale,
@@ -60,7 +66,64 @@ void check_tokens(const at::Tensor& k, const at::Tensor& v, int64_t batch, int64
         shape_str(k), shape_str(v), batch, kv_heads, dim, value_dim);
 }
 
+constexpr auto k_q8 = static_cast<uint32_t>(io::GgmlType::Q8_0);
+
+// Bytes of one Q8_0 row of `dim` values.
+int64_t q8_row_bytes(int64_t dim) { return static_cast<int64_t>(io::ggml_nbytes(k_q8, dim)); }
+
+// rows [B, H, t, dim] (fp32, contiguous) quantized into buf [B, H, capacity, row bytes]
+// at token `at`.
+void quantize_rows_into(const at::Tensor& rows, at::Tensor& buf, int64_t at) {
+  const int64_t B = rows.size(0), H = rows.size(1), t = rows.size(2), dim = rows.size(3);
+  const int64_t rb = q8_row_bytes(dim), cap = buf.size(2);
+  const float* src = rows.data_ptr<float>();
+  uint8_t* dst = buf.data_ptr<uint8_t>();
+  for (int64_t bh = 0; bh < B * H; ++bh)
+    io::quantize(k_q8, src + bh * t * dim, t * dim, dst + (bh * cap + at) * rb);
+}
+
+// The first n rows of each head of buf [B, H, capacity, row bytes] decoded to fp32
+// [B, H, n, dim].
+at::Tensor decode_rows(const at::Tensor& buf, int64_t n, int64_t dim) {
+  const int64_t B = buf.size(0), H = buf.size(1), cap = buf.size(2), rb = q8_row_bytes(dim);
+  at::Tensor out = at::empty({B, H, n, dim}, at::kFloat);
+  for (int64_t bh = 0; bh < B * H; ++bh)
+    io::dequantize(k_q8, buf.data_ptr<uint8_t>() + bh * cap * rb, n * dim,
+                   out.data_ptr<float>() + bh * n * dim);
+  return out;
+}
+
 }  // namespace
+
+void SoftmaxKvCache::append_q8_0(const at::Tensor& k, const at::Tensor& v) {
+  const int64_t t = k.size(2);
+  if (!kq_.defined()) {
+    check(k.size(0) == batch_, k_cache_op, "state was made for batch {}, got k {}", batch_,
+          shape_str(k));
+    check(k.size(3) % 32 == 0 && v.size(3) % 32 == 0, k_cache_op,
+          "a q8_0 KV cache needs head dimensions that are multiples of 32, got D={}, Dv={}; "
+          "use --kv-cache f16 or f32",
+          k.size(3), v.size(3));
+    const auto u8 = at::TensorOptions().dtype(at::kByte);
+    kq_ = at::empty({k.size(0), k.size(1), 0, q8_row_bytes(k.size(3))}, u8);
+    vq_ = at::empty({v.size(0), v.size(1), 0, q8_row_bytes(v.size(3))}, u8);
+    dims_q8_ = {k.size(3), v.size(3)};
+  }
+  check_tokens(k, v, batch_, kq_.size(1), dims_q8_[0], dims_q8_[1]);
+  if (len_ + t > kq_.size(2)) {
+    const int64_t cap = grown(kq_.size(2), len_ + t);
+    auto grow = [&](const at::Tensor& buf) {
+      auto nb = at::empty({buf.size(0), buf.size(1), cap, buf.size(3)}, buf.options());
+      nb.narrow(2, 0, len_).copy_(buf.narrow(2, 0, len_));
+      return nb;
+    };
+    kq_ = grow(kq_);
+    vq_ = grow(vq_);
+  }
+  quantize_rows_into(k.to(at::kFloat).contiguous(), kq_, len_);
+  quantize_rows_into(v.to(at::kFloat).contiguous(), vq_, len_);
+  len_ += t;
+}
 
 void SoftmaxKvCache::append_tensor(const at::Tensor& k, const at::Tensor& v) {
   const int64_t t = k.size(2);
@@ -89,6 +152,7 @@ void SoftmaxKvCache::append_tensor(const at::Tensor& k, const at::Tensor& v) {
 }
 
 void SoftmaxKvCache::append_simd(const at::Tensor& k, const at::Tensor& v) {
+  if (type_ == KvCacheType::q8_0) return append_q8_0(k, v);
   const int64_t t = k.size(2);
   if (!kt_.defined()) {
     check(k.size(0) == batch_, k_cache_op, "state was made for batch {}, got k {}", batch_,
@@ -120,16 +184,20 @@ at::Tensor SoftmaxKvCache::attend_simd(const at::Tensor& q) const {
   kc::AttentionDims d;
   d.batch = q.size(0);
   d.q_heads = q.size(1);
-  d.kv_heads = kt_.size(1);
+  d.kv_heads = kq_.defined() ? kq_.size(1) : kt_.size(1);
   d.q_len = q.size(2);
   d.k_len = len_;
   d.dim = q.size(3);
-  d.value_dim = vk_.size(3);
+  d.value_dim = kq_.defined() ? dims_q8_[1] : vk_.size(3);
   check(d.q_heads % d.kv_heads == 0, k_cache_op, "Hq = {} is not a multiple of Hkv = {}",
         d.q_heads, d.kv_heads);
   at::Tensor y = at::empty({d.batch, d.q_heads, d.q_len, d.value_dim}, qf.options());
   const double scale = scale_.value_or(1.0 / std::sqrt(static_cast<double>(d.dim)));
-  if (kt_.scalar_type() == at::kHalf)  // at::Half and the kernel's half: IEEE binary16 bits
+  if (kq_.defined())
+    kc::flash_softmax_q8_0(d, qf.data_ptr<float>(), kq_.data_ptr<uint8_t>(), kq_.size(2),
+                           vq_.data_ptr<uint8_t>(), vq_.size(2), y.data_ptr<float>(),
+                           static_cast<float>(scale));
+  else if (kt_.scalar_type() == at::kHalf)  // at::Half and the kernel's half: IEEE binary16 bits
     kc::flash_softmax_kt_f16(
         d, qf.data_ptr<float>(), reinterpret_cast<const uint16_t*>(kt_.data_ptr<at::Half>()),
         kt_.size(3), reinterpret_cast<const uint16_t*>(vk_.data_ptr<at::Half>()), vk_.size(2),
@@ -142,7 +210,7 @@ at::Tensor SoftmaxKvCache::attend_simd(const at::Tensor& q) const {
 }
 
 void SoftmaxKvCache::append(const at::Tensor& k, const at::Tensor& v, bool fast) {
-  if (kt_.defined() || (!k_buf_.defined() && fast))
+  if (simd_storage() || (!k_buf_.defined() && fast))
     append_simd(k.detach(), v.detach());
   else
     append_tensor(k.detach(), v.detach());
@@ -153,8 +221,8 @@ at::Tensor SoftmaxKvCache::extend(const at::Tensor& q, const at::Tensor& k,
   check_qkv(k_cache_op, q, k, v, /*allow_longer_keys=*/false);
   const bool fast = simd_blocker(q, k, v).empty();
   append(k, v, fast);
-  if (kt_.defined() && fast) return attend_simd(q);
-  if (kt_.defined())  // kernel storage, but these queries need the reference
+  if (simd_storage() && fast) return attend_simd(q);
+  if (simd_storage())  // kernel storage, but these queries need the reference
     return softmax_attention_tiled(q, keys().to(q.scalar_type()), values().to(q.scalar_type()),
                                   block_, scale_);
   return attend(q, keys(), values(), block_, scale_);
@@ -166,10 +234,12 @@ void SoftmaxKvCache::absorb(const at::Tensor& q, const at::Tensor& k, const at::
 }
 
 at::Tensor SoftmaxKvCache::keys() const {
+  if (kq_.defined()) return decode_rows(kq_, len_, dims_q8_[0]);
   if (kt_.defined()) return kt_.narrow(3, 0, len_).transpose(2, 3);
   return k_buf_.defined() ? k_buf_.narrow(2, 0, len_) : at::Tensor();
 }
 at::Tensor SoftmaxKvCache::values() const {
+  if (vq_.defined()) return decode_rows(vq_, len_, dims_q8_[1]);
   if (vk_.defined()) return vk_.narrow(2, 0, len_);
   return v_buf_.defined() ? v_buf_.narrow(2, 0, len_) : at::Tensor();
 }
@@ -200,6 +270,7 @@ void SoftmaxKvCache::restore(const StateSnapshot& s) {
 }
 
 int64_t SoftmaxKvCache::state_bytes() const {
+  if (kq_.defined()) return len_ * kq_.size(0) * kq_.size(1) * (kq_.size(3) + vq_.size(3));
   const at::Tensor& kb = kt_.defined() ? kt_ : k_buf_;
   const at::Tensor& vb = kt_.defined() ? vk_ : v_buf_;
   if (!kb.defined()) return 0;
