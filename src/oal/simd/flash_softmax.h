@@ -47,8 +47,9 @@ void flash_softmax_kt_f32(const AttentionDims& dims, const float* q, const float
                           const FlashOptions& opt = {});
 
 // The same on a KV cache held in IEEE half (binary16, as uint16_t bits; llama.cpp's default
-// f16 cache): kt and v laid out as above, 2 bytes per element. Each key block is widened
-// to fp32 scratch once per work item, then the same fp32 GEMMs run, so the cache takes
+// f16 cache): kt and v laid out as above, 2 bytes per element. Work items of a few rows
+// (decode) hand the halves to GEMMs that widen B as they load it (gemm_f32_half_b);
+// larger ones widen each key block into fp32 scratch once and reuse it. The cache takes
 // half the memory and bandwidth and the arithmetic stays fp32; only the cached keys and
 // values carry the half rounding (relative 2^-11).
 void flash_softmax_kt_f16(const AttentionDims& dims, const float* q, const uint16_t* kt,
@@ -58,9 +59,10 @@ void flash_softmax_kt_f16(const AttentionDims& dims, const float* q, const uint1
 // The same on a KV cache held as Q8_0 (llama.cpp's q8_0 cache type, 8.5 bits per value):
 // k_rows holds, per KV head (batch-major), k_cap >= S key rows of D/32 Q8_0 blocks (34
 // bytes each: fp16 scale, 32 int8), each row quantized as its token was appended; v_rows
-// likewise v_cap >= S value rows of Dv/32 blocks. Each key block is decoded (the SIMD
-// decoders of linear_quant.h) and transposed into fp32 scratch once per work item, then
-// the fp32 GEMMs run. D and Dv must be multiples of 32 (oal::Error("flash_softmax")).
+// likewise v_cap >= S value rows of Dv/32 blocks. Each key block is decoded to fp32 rows
+// (the SIMD decoder of linear_quant.h) once per work item, the scores taken as K·Qsᵀ and
+// transposed (a block x rows transpose), then the online softmax and the fp32 value GEMM
+// run. D and Dv must be multiples of 32 (oal::Error("flash_softmax")).
 void flash_softmax_q8_0(const AttentionDims& dims, const float* q, const uint8_t* k_rows,
                         int64_t k_cap, const uint8_t* v_rows, int64_t v_cap, float* y,
                         float scale, const FlashOptions& opt = {});
