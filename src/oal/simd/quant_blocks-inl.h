@@ -156,9 +156,11 @@ HWY_INLINE void k4_scale_min(const uint8_t* b, int s, int& sc, int& m) {
 }
 
 // Q4_K, 144 bytes: d | dmin | 12 scale bytes | qs[128]; group s is nibble s % 2 of
-// qs[32·(s/2) + l].   w = (d·sc)·q − dmin·m.
-struct DecodeQ4_K {
-  static constexpr int64_t bytes = 144;
+// qs[32·(s/2) + l]. Q5_K, 176 bytes: the same with qh[32] before qs, bit s of qh[l] the
+// fifth bit of group s.   w = (d·sc)·q − dmin·m.
+template <bool kFifthBit>
+struct DecodeK4 {
+  static constexpr int64_t bytes = kFifthBit ? 176 : 144;
   static constexpr int subs = 8;
   HWY_INLINE void operator()(const uint8_t* b, int s, VF* w) const {
     const DF df;
@@ -166,37 +168,21 @@ struct DecodeQ4_K {
     int sc, m;
     k4_scale_min(b + 4, s, sc, m);
     const VF dl = hn::Set(df, half_at(b) * float(sc)), ml = hn::Set(df, half_at(b + 2) * float(m));
-    const uint8_t* q = b + 16 + 32 * (s / 2);
+    const uint8_t* q = b + (kFifthBit ? 48 : 16) + 32 * (s / 2);
     const size_t L = hn::Lanes(df);
     for (size_t i = 0; i < k_nv; ++i) {
       const auto v = bytes_at(q + i * L);
-      const auto nib = s % 2 == 0 ? hn::And(v, hn::Set(di, 15)) : hn::ShiftRight<4>(v);
-      w[i] = hn::Sub(hn::Mul(dl, hn::ConvertTo(df, nib)), ml);
+      auto qi = s % 2 == 0 ? hn::And(v, hn::Set(di, 15)) : hn::ShiftRight<4>(v);
+      if constexpr (kFifthBit) {
+        const auto high = hn::And(hn::ShiftRightSame(bytes_at(b + 16 + i * L), s), hn::Set(di, 1));
+        qi = hn::Or(qi, hn::ShiftLeft<4>(high));
+      }
+      w[i] = hn::Sub(hn::Mul(dl, hn::ConvertTo(df, qi)), ml);
     }
   }
 };
-
-// Q5_K, 176 bytes: d | dmin | 12 scale bytes | qh[32] | qs[128]; the low 4 bits as Q4_K,
-// bit s of qh[l] the fifth.   w = (d·sc)·q − dmin·m.
-struct DecodeQ5_K {
-  static constexpr int64_t bytes = 176;
-  static constexpr int subs = 8;
-  HWY_INLINE void operator()(const uint8_t* b, int s, VF* w) const {
-    const DF df;
-    const DI di;
-    int sc, m;
-    k4_scale_min(b + 4, s, sc, m);
-    const VF dl = hn::Set(df, half_at(b) * float(sc)), ml = hn::Set(df, half_at(b + 2) * float(m));
-    const uint8_t* q = b + 48 + 32 * (s / 2);
-    const size_t L = hn::Lanes(df);
-    for (size_t i = 0; i < k_nv; ++i) {
-      const auto v = bytes_at(q + i * L);
-      const auto low = s % 2 == 0 ? hn::And(v, hn::Set(di, 15)) : hn::ShiftRight<4>(v);
-      const auto high = hn::And(hn::ShiftRightSame(bytes_at(b + 16 + i * L), s), hn::Set(di, 1));
-      w[i] = hn::Sub(hn::Mul(dl, hn::ConvertTo(df, hn::Or(low, hn::ShiftLeft<4>(high)))), ml);
-    }
-  }
-};
+using DecodeQ4_K = DecodeK4<false>;
+using DecodeQ5_K = DecodeK4<true>;
 
 // Q6_K, 210 bytes: ql[128] | qh[64] | int8 scales[16] | d. Group s (elements 32s + l):
 // low 4 bits nibble s/2 % 2 of ql[64·(s/4) + 32·(s % 2) + l], high 2 bits bits
