@@ -131,7 +131,7 @@ TEST(DecodeLayer, LinearisedLayersTakeTheRowPathToo) {
   EXPECT_LT(max_abs(a - b), k_rel * max_abs(b));
 }
 
-TEST(DecodeLayer, AdaptersAndBf16WeightsKeepTheTensorLayer) {
+TEST(DecodeLayer, AdaptersKeepTheTensorLayerAndBf16WeightsTakeTheRows) {
   const ModelWeights w = make_synthetic_weights(small_synthetic(SyntheticArch::llama, 17));
   const at::Tensor tokens = oal::test::test_tokens(1, 10, w.config.vocab_size, 9);
   {
@@ -154,10 +154,16 @@ TEST(DecodeLayer, AdaptersAndBf16WeightsKeepTheTensorLayer) {
     EXPECT_LT(max_abs(a - b), k_rel * max_abs(b));  // layer 1 still takes the row path
   }
   {
+    // bf16 weights whose rows are whole groups of 32 (hidden 64, intermediate 96) run on
+    // rows too: the quantized-weight kernels widen them as they stream (simd/
+    // linear_quant.h). The tensor layer runs the same kernels; the two agree as the row
+    // path does on fp32 weights, and both differ from the fp32 model by the bf16 rounding.
     const Transformer rows(w, {.weights = WeightFormat::bf16}),
         tensors(w, {.weights = WeightFormat::bf16, .rowwise_decode = false});
-    EXPECT_FALSE(decode_layer_can_run(rows.layer(0), at::zeros({1, w.config.hidden_size})));
-    EXPECT_TRUE(decode_logits(rows, tokens, 4).equal(decode_logits(tensors, tokens, 4)));
+    EXPECT_TRUE(decode_layer_can_run(rows.layer(0), at::zeros({1, w.config.hidden_size})));
+    const at::Tensor a = decode_logits(rows, tokens, 4), b = decode_logits(tensors, tokens, 4);
+    EXPECT_LT(max_abs(a - b), k_rel * max_abs(b));
+    EXPECT_GT(max_abs(a - decode_logits(Transformer(w), tokens, 4)), 0.0) << "bf16 did round";
   }
 }
 

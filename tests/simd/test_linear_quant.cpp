@@ -4,6 +4,7 @@
 // product; on every SIMD target, the decode pass (M <= 8) and the prefill panels.
 #include <gtest/gtest.h>
 
+#include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
 #include <algorithm>
@@ -31,7 +32,7 @@ struct TypeCase {
   float scale;                   // magnitude of those halfs: keeps |w| around 1
 };
 
-// Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K take the SIMD decoders; F16 and Q3_K the
+// Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K/F16/BF16 take the SIMD decoders; Q3_K the
 // scalar row fallback.
 const std::vector<TypeCase> k_types = {
     {GgmlType::Q8_0, {0}, 1.0f / 127},   {GgmlType::Q4_0, {0}, 1.0f / 8},
@@ -39,6 +40,7 @@ const std::vector<TypeCase> k_types = {
     {GgmlType::Q5_1, {0, 2}, 1.0f / 32}, {GgmlType::Q6_K, {208}, 1.0f / 1024},
     {GgmlType::Q4_K, {0, 2}, 1.0f / 256}, {GgmlType::Q5_K, {0, 2}, 1.0f / 512},
     {GgmlType::Q3_K, {108}, 1.0f / 256}, {GgmlType::F16, {0}, 1.0f},
+    {GgmlType::BF16, {0}, 1.0f},
 };
 
 // rows x cols weights of `t`: random bytes, every fp16 field a random half of
@@ -52,7 +54,7 @@ std::vector<uint8_t> random_matrix(const TypeCase& t, int64_t rows, int64_t cols
   std::uniform_real_distribution<float> u(-t.scale, t.scale);
   for (int64_t b = 0; b < blocks; ++b)
     for (int off : t.half_fields) {
-      const uint16_t h = c10::Half(u(g)).x;
+      const uint16_t h = t.type == GgmlType::BF16 ? c10::BFloat16(u(g)).x : c10::Half(u(g)).x;
       std::memcpy(&m[size_t(b * info.block_bytes + off)], &h, 2);
     }
   return m;

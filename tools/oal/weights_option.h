@@ -16,7 +16,7 @@ inline void add_weights_option(CLI::App& app, model::TransformerOptions& o) {
          "--weights", [&o](const std::string& name) { o.weights = model::parse_weight_format(name); },
          "How weights are held: auto = quantized GGUF tensors as stored (Q4_1, Q8_0, ... run by "
          "the quantized kernels), float ones as fp32; f32 = all fp32; stored = bf16/f16 kept too "
-         "(widened per GEMM); bf16; q8_0 = convert to Q8_0 (8.5 bits per weight)")
+         "(read as stored by the kernels); bf16; q8_0 = convert to Q8_0 (8.5 bits per weight)")
       ->check(CLI::IsMember({"auto", "f32", "stored", "bf16", "q8_0"}))
       ->default_str("auto");
   app.add_flag_callback(

@@ -2,6 +2,7 @@
 
 #include "oal/attention/simd_path.h"
 #include "oal/core/error.h"
+#include "oal/io/gguf_quants.h"
 #include "oal/simd/linear_f32.h"
 #include "oal/simd/linear_quant.h"
 
@@ -46,9 +47,33 @@ at::Tensor quant_forward(const QuantWeight& q, const at::Tensor& x, const at::Te
   return y;
 }
 
-// x [..., in] through the dense weight: the projection kernel when it can run, else
-// at::linear.
+// A bf16 / f16 weight the quantized-weight kernels read as stored (CPU, contiguous, rows
+// of whole groups of 32, no autograd): a decode step streams 2 bytes per weight instead
+// of widening the whole matrix to fp32 first. Its view as ggml BF16 / F16 rows.
+bool half_weight_ready(const at::Tensor& w) {
+  return w.device().is_cpu() && w.dim() == 2 && w.is_contiguous() && w.size(1) % 32 == 0 &&
+         (w.scalar_type() == at::kBFloat16 || w.scalar_type() == at::kHalf) &&
+         !attn::records_grad(w);
+}
+simd::QuantMatrix half_view(const at::Tensor& w) {
+  const auto type = w.scalar_type() == at::kBFloat16 ? io::GgmlType::BF16 : io::GgmlType::F16;
+  return {static_cast<uint32_t>(type), w.size(0), w.size(1),
+          static_cast<const uint8_t*>(w.data_ptr())};
+}
+
+// x [..., in] through the dense weight: the projection kernel when it can run (the
+// quantized-weight kernels for a bf16 / f16 weight), else at::linear.
 at::Tensor dense_forward(const at::Tensor& weight, const at::Tensor& x, const at::Tensor& bias) {
+  if (half_weight_ready(weight) && simd_can_run(x, weight, bias) && x.size(-1) == weight.size(1)) {
+    const at::Tensor xc = x.contiguous();
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = weight.size(0);
+    at::Tensor y = at::empty(shape, xc.options());
+    const at::Tensor b = contiguous_bias(bias);
+    simd::linear_quant(xc.numel() / weight.size(1), xc.data_ptr<float>(), half_view(weight),
+                       bias_data(b), y.data_ptr<float>());
+    return y;
+  }
   const at::Tensor w = weight.scalar_type() == x.scalar_type() ? weight : weight.to(x.scalar_type());
   if (!simd_can_run(x, w, bias)) return bias.defined() ? at::linear(x, w, bias) : at::linear(x, w);
   const at::Tensor xc = x.contiguous(), wc = w.contiguous();
@@ -87,16 +112,16 @@ bool Linear::simd_ready() const {
   if (bias.defined() && (!bias.device().is_cpu() || bias.scalar_type() != at::kFloat ||
                          !bias.is_contiguous()))
     return false;
-  if (quant.defined()) return true;
+  if (quant.defined() || half_weight_ready(weight)) return true;
   return weight.device().is_cpu() && weight.scalar_type() == at::kFloat &&
          weight.is_contiguous() && !attn::records_grad(weight);
 }
 
 void Linear::forward_into(int64_t M, const float* x, float* y) const {
   check(simd_ready(), "linear", "forward_into: the projection needs the ATen path (an adapter, "
-        "autograd, or a weight that is neither quantized nor fp32 on the CPU)");
-  if (quant.defined()) {
-    simd::linear_quant(M, x, quant.view(), bias_data(bias), y);
+        "autograd, or a weight that is not quantized, fp32 or bf16/f16 on the CPU)");
+  if (quant.defined() || weight.scalar_type() != at::kFloat) {
+    simd::linear_quant(M, x, quant.defined() ? quant.view() : half_view(weight), bias_data(bias), y);
     return;
   }
   simd::linear_f32(M, weight.size(0), weight.size(1), x, weight.data_ptr<float>(),

@@ -34,16 +34,17 @@ struct Linear {
   at::Tensor dense_weight() const;
   // Bytes the weight and bias take as held.
   int64_t nbytes() const;
-  // x [..., in] fp32 -> [..., out] fp32 (one GEMM; a narrow weight is widened to fp32
-  // first, which is exact for bf16/fp16). Without autograd on CPU this runs the
-  // projection kernel (simd/linear_f32.h: own micro-kernel or BLAS, whichever
-  // measured faster here; linear_quant.h for a quantized weight); otherwise at::linear,
-  // which is differentiable (a quantized weight is then decoded for the call).
+  // x [..., in] fp32 -> [..., out] fp32 (one GEMM; a narrow weight is widened to fp32,
+  // which is exact for bf16/fp16). Without autograd on CPU this runs the projection
+  // kernel (simd/linear_f32.h: own micro-kernel or BLAS, whichever measured faster here;
+  // linear_quant.h for a quantized weight, and for a bf16/fp16 one with rows of whole
+  // groups of 32, widened as it is streamed); otherwise at::linear, which is
+  // differentiable (a quantized weight is then decoded for the call).
   at::Tensor forward(const at::Tensor& x) const;
 
-  // Whether forward_into can run this projection: no adapter, the weight quantized or
-  // contiguous fp32 on the CPU, the bias absent or fp32 on the CPU, and autograd
-  // recording through neither.
+  // Whether forward_into can run this projection: no adapter, the weight quantized,
+  // contiguous fp32 on the CPU, or contiguous bf16/fp16 on the CPU with rows of whole
+  // groups of 32; the bias absent or fp32 on the CPU; autograd recording through neither.
   bool simd_ready() const;
   // y[M, out] = x[M, in] Wᵀ + b on fp32 rows (x and y contiguous, not overlapping)
   // through the projection kernels, without tensors: the decode step's path

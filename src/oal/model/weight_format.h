@@ -4,8 +4,9 @@
 //   auto    quantized tensors (GGUF loaded with LoadOptions::keep_quantized) as stored,
 //           float ones widened to fp32 once: the fastest on the CPU (default)
 //   f32     everything fp32 (quantized tensors decoded once at construction)
-//   stored  everything as loaded: bf16/fp16 kept and widened per GEMM, quantized kept
-//   bf16    float and quantized weights as bf16, widened per GEMM (half of fp32's memory)
+//   stored  everything as loaded: bf16/fp16 kept (streamed by linear_quant's kernels when rows
+//           are whole groups of 32, else widened per GEMM), quantized kept
+//   bf16    float and quantized weights as bf16, streamed likewise (half of fp32's memory)
 //   q8_0    every weight with in_features divisible by 32 as Q8_0 (8.5 bits per
 //           weight), from whatever it was; the others stay fp32. A Q8_0 tensor is kept.
 //

@@ -91,6 +91,8 @@ void quant_rows(int64_t M, const QuantMatrix& w, int64_t row_bytes, const float*
     case io::GgmlType::Q4_K: return rows_of<DecodeQ4_K>(M, w, row_bytes, x, bias, y, n0, n1);
     case io::GgmlType::Q5_K: return rows_of<DecodeQ5_K>(M, w, row_bytes, x, bias, y, n0, n1);
     case io::GgmlType::Q6_K: return rows_of<DecodeQ6_K>(M, w, row_bytes, x, bias, y, n0, n1);
+    case io::GgmlType::F16: return rows_of<DecodeF16>(M, w, row_bytes, x, bias, y, n0, n1);
+    case io::GgmlType::BF16: return rows_of<DecodeBF16>(M, w, row_bytes, x, bias, y, n0, n1);
     default: break;
   }
   const QuantMatrix one{w.type, w.rows, w.cols, reinterpret_cast<const uint8_t*>(scratch)};
@@ -305,6 +307,8 @@ void decode_rows(const QuantMatrix& w, int64_t row_bytes, int64_t r0, int64_t r1
     case io::GgmlType::Q4_K: return expand_rows<DecodeQ4_K>(w, row_bytes, r0, r1, out);
     case io::GgmlType::Q5_K: return expand_rows<DecodeQ5_K>(w, row_bytes, r0, r1, out);
     case io::GgmlType::Q6_K: return expand_rows<DecodeQ6_K>(w, row_bytes, r0, r1, out);
+    case io::GgmlType::F16: return expand_rows<DecodeF16>(w, row_bytes, r0, r1, out);
+    case io::GgmlType::BF16: return expand_rows<DecodeBF16>(w, row_bytes, r0, r1, out);
     default: break;
   }
   for (int64_t r = r0; r < r1; ++r)
@@ -340,14 +344,16 @@ constexpr int64_t k_stream_max_rows = 32;
 constexpr int64_t k_panel_floats = int64_t{1} << 22;
 constexpr int64_t k_panel_min_rows = 256;
 
-// Bytes per row; checks the type and that cols fill whole blocks.
+// Bytes per row; checks the type and that cols fill whole blocks and whole groups of 32
+// (the passes decode 32 weights at a time; every ggml block type is 32 or 256 wide).
 int64_t checked_row_bytes(const QuantMatrix& w) {
   const auto info = io::ggml_type_info(w.type);
   check(info.has_value() && info->dequantizable, k_op, "weights of type {} cannot be decoded",
         io::ggml_type_name(w.type));
-  check(w.rows >= 1 && w.cols >= 1 && w.cols % info->block_size == 0, k_op,
+  const int64_t group = std::max<int64_t>(32, info->block_size);
+  check(w.rows >= 1 && w.cols >= 1 && w.cols % group == 0, k_op,
         "{} weights [{}, {}]: expected positive sizes, columns a multiple of {}", info->name,
-        w.rows, w.cols, info->block_size);
+        w.rows, w.cols, group);
   check(w.data != nullptr, k_op, "{} weights: null data", info->name);
   return static_cast<int64_t>(io::ggml_nbytes(w.type, w.cols));
 }
@@ -418,7 +424,8 @@ bool has_fast_quant_path(uint32_t type) {
   using io::GgmlType;
   return has_int8_path(type) || type == uint32_t(GgmlType::Q5_0) ||
          type == uint32_t(GgmlType::Q5_1) || type == uint32_t(GgmlType::Q4_K) ||
-         type == uint32_t(GgmlType::Q5_K) || type == uint32_t(GgmlType::Q6_K);
+         type == uint32_t(GgmlType::Q5_K) || type == uint32_t(GgmlType::Q6_K) ||
+         type == uint32_t(GgmlType::F16) || type == uint32_t(GgmlType::BF16);
 }
 
 bool has_int8_path(uint32_t type) {
@@ -446,7 +453,7 @@ void linear_quant(int64_t M, const float* x, const QuantMatrix& w, const float* 
     std::vector<std::vector<float>> scratch(static_cast<size_t>(worker_count(items, threads)));
     parallel_items(items, threads, [&](int64_t worker, int64_t i) {
       std::vector<float>& s = scratch[static_cast<size_t>(worker)];
-      if (!has_fast_quant_path(w.type)) s.resize(static_cast<size_t>(K));
+      s.resize(static_cast<size_t>(K));  // the scalar row fallback's row
       // Groups of up to 8 x rows (the register tile); a work item's w rows stay in L1/L2
       // from one group to the next, so w is still streamed from memory once.
       for (int64_t g = 0; g < M; g += 8)

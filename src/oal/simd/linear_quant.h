@@ -7,9 +7,10 @@
 // 32-element block types — and Q4_K, Q5_K, Q6_K — the super-block types of Q4_K_M /
 // Q5_K_M files, whose rows not a multiple of 256 long fall back to Q5_0 / Q8_0 —
 // dequantized in registers 32 weights at a time (Q8_0/Q4_0/Q4_1 also, for decode with
-// QuantDot::int8, multiplied as integers with int8-rounded activations). Every other
-// type io::dequantize() decodes (Q2_K, Q3_K, F16, BF16) runs through the scalar decoder
-// one row at a time: correct, slower. The reference the tests compare with is
+// QuantDot::int8, multiplied as integers with int8-rounded activations) — and F16 / BF16
+// rows (16-bit weights as a safetensors file stores them). Every other type
+// io::dequantize() decodes (Q2_K, Q3_K) runs through the scalar decoder one row at a
+// time: correct, slower. Rows must be whole groups of 32 values for every type. The reference the tests compare with is
 // io::dequantize of the whole matrix followed by an fp64 product.
 #include <cstdint>
 #include <string_view>
@@ -43,7 +44,8 @@ struct QuantMatrix {
   const uint8_t* data = nullptr;
 };
 
-// Whether `type` has the SIMD path (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K).
+// Whether `type` has the SIMD path (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,
+// F16, BF16).
 bool has_fast_quant_path(uint32_t type);
 // Whether `type` has the int8 route (Q8_0, Q4_0, Q4_1).
 bool has_int8_path(uint32_t type);
@@ -54,7 +56,7 @@ bool has_int8_path(uint32_t type);
 // w rows decoded to fp32 and multiplied by linear_f32's packed GEMM (the decode cost is
 // then 1/M of the product's).
 // threads 0 = ATen's count. Throws oal::Error("[linear_quant] ...") for non-positive
-// sizes, an unknown or undecodable type, or cols not a multiple of its block.
+// sizes, an unknown or undecodable type, or cols not a multiple of its block and of 32.
 void linear_quant(int64_t M, const float* x, const QuantMatrix& w, const float* bias, float* y,
                   int threads = 0);
 
