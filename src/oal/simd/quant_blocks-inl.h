@@ -213,27 +213,19 @@ struct DecodeQ6_K {
 // 32 IEEE half or bfloat16 values (64 bytes): weights held in the 16-bit type a
 // safetensors file stores (`--weights stored|bf16`), widened exactly. Rows must be whole
 // groups of 32 (linear_quant takes the scalar rows otherwise).
-struct DecodeF16 {
+template <class T16>  // hwy::float16_t or hwy::bfloat16_t
+struct Decode16 {
   static constexpr int64_t bytes = 64;
   static constexpr int subs = 1;
   HWY_INLINE void operator()(const uint8_t* b, int, VF* w) const {
     const DF df;
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    const auto* h = reinterpret_cast<const hwy::float16_t*>(b);
+    const hn::Rebind<T16, DF> dh;
+    const auto* h = reinterpret_cast<const T16*>(b);
     for (size_t i = 0; i < k_nv; ++i) w[i] = hn::PromoteTo(df, hn::LoadU(dh, h + i * hn::Lanes(df)));
   }
 };
-
-struct DecodeBF16 {
-  static constexpr int64_t bytes = 64;
-  static constexpr int subs = 1;
-  HWY_INLINE void operator()(const uint8_t* b, int, VF* w) const {
-    const DF df;
-    const hn::Rebind<hwy::bfloat16_t, DF> dh;
-    const auto* h = reinterpret_cast<const hwy::bfloat16_t*>(b);
-    for (size_t i = 0; i < k_nv; ++i) w[i] = hn::PromoteTo(df, hn::LoadU(dh, h + i * hn::Lanes(df)));
-  }
-};
+using DecodeF16 = Decode16<hwy::float16_t>;
+using DecodeBF16 = Decode16<hwy::bfloat16_t>;
 
 // 32 fp32 values (a row the scalar decoder has already expanded).
 struct DecodeF32 {

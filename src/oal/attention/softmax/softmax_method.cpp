@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "oal/attention/qkv_shape.h"
 #include "oal/attention/simd_path.h"
@@ -66,10 +67,23 @@ void check_tokens(const at::Tensor& k, const at::Tensor& v, int64_t batch, int64
         shape_str(k), shape_str(v), batch, kv_heads, dim, value_dim);
 }
 
+// A copy of buf with its token axis `axis` holding `cap` tokens, the first `len` kept.
+at::Tensor with_capacity(const at::Tensor& buf, int64_t axis, int64_t cap, int64_t len) {
+  std::vector<int64_t> shape = buf.sizes().vec();
+  shape[static_cast<size_t>(axis)] = cap;
+  at::Tensor nb = at::empty(shape, buf.options());
+  nb.narrow(axis, 0, len).copy_(buf.narrow(axis, 0, len));
+  return nb;
+}
+
 constexpr auto k_q8 = static_cast<uint32_t>(io::GgmlType::Q8_0);
 
-// Bytes of one Q8_0 row of `dim` values.
+// Bytes of one Q8_0 row of `dim` values, and the values of a q8_0 buffer's rows.
 int64_t q8_row_bytes(int64_t dim) { return static_cast<int64_t>(io::ggml_nbytes(k_q8, dim)); }
+int64_t q8_row_values(const at::Tensor& buf) {
+  const auto info = *io::ggml_type_info(k_q8);
+  return buf.size(3) / info.block_bytes * info.block_size;
+}
 
 // rows [B, H, t, dim] (fp32, contiguous) quantized into buf [B, H, capacity, row bytes]
 // at token `at`.
@@ -83,9 +97,10 @@ void quantize_rows_into(const at::Tensor& rows, at::Tensor& buf, int64_t at) {
 }
 
 // The first n rows of each head of buf [B, H, capacity, row bytes] decoded to fp32
-// [B, H, n, dim].
-at::Tensor decode_rows(const at::Tensor& buf, int64_t n, int64_t dim) {
-  const int64_t B = buf.size(0), H = buf.size(1), cap = buf.size(2), rb = q8_row_bytes(dim);
+// [B, H, n, row values].
+at::Tensor decode_rows(const at::Tensor& buf, int64_t n) {
+  const int64_t dim = q8_row_values(buf);
+  const int64_t B = buf.size(0), H = buf.size(1), cap = buf.size(2), rb = buf.size(3);
   at::Tensor out = at::empty({B, H, n, dim}, at::kFloat);
   for (int64_t bh = 0; bh < B * H; ++bh)
     io::dequantize(k_q8, buf.data_ptr<uint8_t>() + bh * cap * rb, n * dim,
@@ -107,18 +122,12 @@ void SoftmaxKvCache::append_q8_0(const at::Tensor& k, const at::Tensor& v) {
     const auto u8 = at::TensorOptions().dtype(at::kByte);
     kq_ = at::empty({k.size(0), k.size(1), 0, q8_row_bytes(k.size(3))}, u8);
     vq_ = at::empty({v.size(0), v.size(1), 0, q8_row_bytes(v.size(3))}, u8);
-    dims_q8_ = {k.size(3), v.size(3)};
   }
-  check_tokens(k, v, batch_, kq_.size(1), dims_q8_[0], dims_q8_[1]);
+  check_tokens(k, v, batch_, kq_.size(1), q8_row_values(kq_), q8_row_values(vq_));
   if (len_ + t > kq_.size(2)) {
     const int64_t cap = grown(kq_.size(2), len_ + t);
-    auto grow = [&](const at::Tensor& buf) {
-      auto nb = at::empty({buf.size(0), buf.size(1), cap, buf.size(3)}, buf.options());
-      nb.narrow(2, 0, len_).copy_(buf.narrow(2, 0, len_));
-      return nb;
-    };
-    kq_ = grow(kq_);
-    vq_ = grow(vq_);
+    kq_ = with_capacity(kq_, 2, cap, len_);
+    vq_ = with_capacity(vq_, 2, cap, len_);
   }
   quantize_rows_into(k.to(at::kFloat).contiguous(), kq_, len_);
   quantize_rows_into(v.to(at::kFloat).contiguous(), vq_, len_);
@@ -138,13 +147,8 @@ void SoftmaxKvCache::append_tensor(const at::Tensor& k, const at::Tensor& v) {
         c10::toString(k_buf_.scalar_type()), c10::toString(k.scalar_type()));
   if (len_ + t > k_buf_.size(2)) {
     const int64_t cap = grown(k_buf_.size(2), len_ + t);
-    auto grow = [&](const at::Tensor& buf) {
-      auto nb = at::empty({buf.size(0), buf.size(1), cap, buf.size(3)}, buf.options());
-      nb.narrow(2, 0, len_).copy_(buf.narrow(2, 0, len_));
-      return nb;
-    };
-    k_buf_ = grow(k_buf_);
-    v_buf_ = grow(v_buf_);
+    k_buf_ = with_capacity(k_buf_, 2, cap, len_);
+    v_buf_ = with_capacity(v_buf_, 2, cap, len_);
   }
   k_buf_.narrow(2, len_, t).copy_(k);
   v_buf_.narrow(2, len_, t).copy_(v);
@@ -165,12 +169,8 @@ void SoftmaxKvCache::append_simd(const at::Tensor& k, const at::Tensor& v) {
   check_tokens(k, v, batch_, kt_.size(1), kt_.size(2), vk_.size(3));
   if (len_ + t > kt_.size(3)) {
     const int64_t cap = grown(kt_.size(3), len_ + t);
-    auto nk = at::empty({kt_.size(0), kt_.size(1), kt_.size(2), cap}, kt_.options());
-    auto nv = at::empty({vk_.size(0), vk_.size(1), cap, vk_.size(3)}, vk_.options());
-    nk.narrow(3, 0, len_).copy_(kt_.narrow(3, 0, len_));
-    nv.narrow(2, 0, len_).copy_(vk_.narrow(2, 0, len_));
-    kt_ = nk;
-    vk_ = nv;
+    kt_ = with_capacity(kt_, 3, cap, len_);
+    vk_ = with_capacity(vk_, 2, cap, len_);
   }
   kt_.narrow(3, len_, t).copy_(k.transpose(2, 3));  // converts to the storage type as it copies
   vk_.narrow(2, len_, t).copy_(v);
@@ -188,7 +188,7 @@ at::Tensor SoftmaxKvCache::attend_simd(const at::Tensor& q) const {
   d.q_len = q.size(2);
   d.k_len = len_;
   d.dim = q.size(3);
-  d.value_dim = kq_.defined() ? dims_q8_[1] : vk_.size(3);
+  d.value_dim = kq_.defined() ? q8_row_values(vq_) : vk_.size(3);
   check(d.q_heads % d.kv_heads == 0, k_cache_op, "Hq = {} is not a multiple of Hkv = {}",
         d.q_heads, d.kv_heads);
   at::Tensor y = at::empty({d.batch, d.q_heads, d.q_len, d.value_dim}, qf.options());
@@ -234,12 +234,12 @@ void SoftmaxKvCache::absorb(const at::Tensor& q, const at::Tensor& k, const at::
 }
 
 at::Tensor SoftmaxKvCache::keys() const {
-  if (kq_.defined()) return decode_rows(kq_, len_, dims_q8_[0]);
+  if (kq_.defined()) return decode_rows(kq_, len_);
   if (kt_.defined()) return kt_.narrow(3, 0, len_).transpose(2, 3);
   return k_buf_.defined() ? k_buf_.narrow(2, 0, len_) : at::Tensor();
 }
 at::Tensor SoftmaxKvCache::values() const {
-  if (vq_.defined()) return decode_rows(vq_, len_, dims_q8_[1]);
+  if (vq_.defined()) return decode_rows(vq_, len_);
   if (vk_.defined()) return vk_.narrow(2, 0, len_);
   return v_buf_.defined() ? v_buf_.narrow(2, 0, len_) : at::Tensor();
 }

@@ -1,7 +1,6 @@
 #pragma once
 // Exact softmax attention as an AttentionMethod (name "softmax"): the default attention
 // of every transformer layer, and the reference the linearisations are measured against.
-#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -75,7 +74,6 @@ class SoftmaxKvCache : public DecodeState {
   at::Tensor k_buf_, v_buf_;  // tensor storage: [B, Hkv, capacity, D|Dv]
   at::Tensor kt_, vk_;        // kernel storage: [B, Hkv, D, capacity], [B, Hkv, capacity, Dv]
   at::Tensor kq_, vq_;        // q8_0 kernel storage: [B, Hkv, capacity, row bytes] uint8
-  std::array<int64_t, 2> dims_q8_{};  // D, Dv of the q8_0 rows
   int64_t len_ = 0;
 };
 
