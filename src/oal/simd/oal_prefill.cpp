@@ -151,7 +151,13 @@ struct Unit {
                "readout denominator not positive ({}) at query head {}, position {}: expected > 0 (the "
                "expanded state readout cancelled; use the fp64 reference path)",
                den, h0 + hh, c0 + i);
-        scaled_product(1.0f / den, s.yacc.data() + (hh * n + i) * Dv, nullptr, yh + i * Dv, Dv);
+        const float* acc = s.yacc.data() + (hh * n + i) * Dv;
+        if (opt.denominators != nullptr) {
+          std::copy(acc, acc + Dv, yh + i * Dv);
+          opt.denominators[(b * dims.q_heads + h0 + hh) * T + c0 + i] = den;
+        } else {
+          scaled_product(1.0f / den, acc, nullptr, yh + i * Dv, Dv);
+        }
       }
     }
   }

@@ -23,6 +23,10 @@ struct OalPrefillOptions {
   // chunks from its prefix state: the state update is done twice (≈ 2/(group+2) more
   // FLOPs) in exchange for parallelism across the sequence.
   int64_t segments = 0;
+  // Non-null: y receives the unnormalised numerators sum kappa·v (not divided) and this
+  // array [B, Hq, T] their denominators sum kappa (still checked > 0 and finite). The
+  // windowed evaluation (attention/windowed/) adds an exact part before normalising.
+  float* denominators = nullptr;
 };
 
 // q [B, Hq, T, d], k [B, Hkv, T, d], v [B, Hkv, T, Dv] -> y [B, Hq, T, Dv]; fp32,

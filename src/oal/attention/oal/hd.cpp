@@ -45,30 +45,35 @@ AttentionDims check_extend(std::string_view op, const at::Tensor& q, const at::T
 // A single token with a workspace runs the fused decode step, anything else the chunked
 // prefill kernel (without its readout when `readout` is false: an undefined tensor is
 // returned). y [B, Hq, T, Dv] in q's dtype.
+// With `den` ([B, Hq, T] fp32, contiguous) the readout is left unnormalised: y holds the
+// numerators (fp32) and `den` the denominators.
 at::Tensor extend_simd(const AttentionDims& s, const at::Tensor& q, const at::Tensor& k,
                          const at::Tensor& v, const kc::OalPlan& plan, HdState& state,
-                         int64_t chunk, kc::OalDecodeWorkspace* ws, bool readout) {
+                         int64_t chunk, kc::OalDecodeWorkspace* ws, bool readout,
+                         float* den = nullptr) {
   if (!state.S.is_contiguous()) state.S = state.S.contiguous();
   auto qf = q.to(at::kFloat).contiguous(), kf = k.to(at::kFloat).contiguous();
   auto vf = v.to(at::kFloat).contiguous();
   at::Tensor y;
   if (readout) y = at::empty({s.batch, s.q_heads, s.q_len, s.value_dim}, qf.options());
-  if (s.q_len == 1 && ws != nullptr && readout) {
+  if (s.q_len == 1 && ws != nullptr && readout && den == nullptr) {
     kc::oal_decode_step_f32(plan, s.kv_heads, qf.data_ptr<float>(), kf.data_ptr<float>(),
                             vf.data_ptr<float>(), y.data_ptr<float>(),
                             state.S.data_ptr<float>(), *ws);
   } else {
     kc::OalPrefillOptions o;
     o.chunk = chunk;
+    o.denominators = den;
     kc::oal_prefill_f32(s, plan, qf.data_ptr<float>(), kf.data_ptr<float>(), vf.data_ptr<float>(),
                         readout ? y.data_ptr<float>() : nullptr, state.S.data_ptr<float>(), o);
   }
   state.tokens += s.q_len;
-  return readout ? y.to(q.scalar_type()) : y;
+  return readout && den == nullptr ? y.to(q.scalar_type()) : y;
 }
 
-// The differentiable ATen evaluation (intra-chunk factored weights + state readout).
-at::Tensor extend_aten(std::string_view op, const AttentionDims& s, const at::Tensor& q,
+// The differentiable ATen evaluation (intra-chunk factored weights + state readout):
+// the unnormalised sums ũ [B, Hkv, G, T, Dv+1] (numerators, then the denominator).
+at::Tensor extend_aten_sums(const AttentionDims& s, const at::Tensor& q,
                        const at::Tensor& k, const at::Tensor& v, const LayerKernels& lk,
                        HdState& state, const HdOptions& options) {
   auto ct = compute_dtype(q.scalar_type());
@@ -107,7 +112,7 @@ at::Tensor extend_aten(std::string_view op, const AttentionDims& s, const at::Te
   }
   state.S = S;
   state.tokens += s.q_len;
-  return readout(op, at::cat(outs, 3), s, q.scalar_type());
+  return at::cat(outs, 3);
 }
 
 }  // namespace
@@ -144,7 +149,28 @@ at::Tensor hd_extend(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   // Dispatch point: the fp32 CPU kernel whenever it can run, the ATen code otherwise.
   if (hd_simd_blocker(q, k, v, lk, state, options).empty())
     return extend_simd(s, q, k, v, *plan_for(lk, options), state, options.chunk, nullptr, true);
-  return extend_aten(op, s, q, k, v, lk, state, options);
+  return readout(op, extend_aten_sums(s, q, k, v, lk, state, options), s, q.scalar_type());
+}
+
+HdParts hd_extend_parts(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                        const LayerKernels& lk, HdState& state, const HdOptions& options) {
+  constexpr std::string_view op = "hd_extend_parts";
+  AttentionDims s = check_extend(op, q, k, v, lk, state, options);
+  const auto ct = compute_dtype(q.scalar_type());
+  if (s.q_len == 0)
+    return {at::zeros({s.batch, s.q_heads, 0, s.value_dim}, q.options().dtype(ct)),
+            at::zeros({s.batch, s.q_heads, 0}, q.options().dtype(ct))};
+  if (hd_simd_blocker(q, k, v, lk, state, options).empty()) {
+    at::Tensor den = at::empty({s.batch, s.q_heads, s.q_len}, q.options().dtype(at::kFloat));
+    at::Tensor num = extend_simd(s, q, k, v, *plan_for(lk, options), state, options.chunk,
+                                 nullptr, true, den.data_ptr<float>());
+    return {num, den};
+  }
+  at::Tensor ut = extend_aten_sums(s, q, k, v, lk, state, options)
+                      .reshape({s.batch, s.q_heads, s.q_len, s.value_dim + 1});
+  at::Tensor den = ut.select(-1, s.value_dim);
+  check_denominator(op, den, "the expanded state readout cancelled");
+  return {ut.narrow(-1, 0, s.value_dim), den};
 }
 
 HdPrefill hd_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

@@ -81,6 +81,16 @@ HdPrefill hd_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 at::Tensor hd_extend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const LayerKernels& kernels, HdState& state,
                      const HdOptions& options = {});
+// Unnormalised sums of hd_extend: num = sum_j kappa(q_i, k_j) v_j [B, Hq, T, Dv] and
+// den = sum_j kappa(q_i, k_j) [B, Hq, T], in the compute dtype (den checked > 0 and
+// finite); y = num / den. Same dispatch, state update and differentiability as
+// hd_extend. The windowed evaluation (attention/windowed/) adds its exact part to both.
+struct HdParts {
+  at::Tensor num, den;
+};
+HdParts hd_extend_parts(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                        const LayerKernels& kernels, HdState& state,
+                        const HdOptions& options = {});
 // One token: q [B, Hq, D], k [B, Hkv, D], v [B, Hkv, Dv] -> y [B, Hq, Dv].
 at::Tensor hd_step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                    const LayerKernels& kernels, HdState& state, const HdOptions& options = {});
