@@ -1,0 +1,103 @@
+#pragma once
+// A windowed layer as an AttentionMethod (window.h, windowed_reference.h for the
+// formula): exact softmax weights on the sinks and the recent window, the linear
+// method's kernel for every older key, one normaliser.
+//
+// Linear time, constant memory. For T new tokens after p0 absorbed ones:
+//   exact part   queries in chunks of k_exact_chunk rows against the sinks and the band
+//                of keys [i - W + 1, i]: O(T (S + W + chunk) D), a running maximum per
+//                row (any |s| is safe)
+//   linear part  the key at position j enters the linear method W positions late: the
+//                queries from position S + W on read the method's unnormalised sums
+//                (hd_extend_parts) over the keys [S, i - W], continuing its HD state
+//   combined     y = (e^(m - c) a + n) / (e^(m - c) z + r) with (a, z) the exact sums
+//                shifted by the row max m and (n, r) the kernel's, both rescaled by the
+//                larger of the two parts before adding (no overflow, no 0/0)
+// The decode state holds S sink rows, a ring of the last W rows (a row leaving it is
+// absorbed into the HD state) and the HD state: its bytes do not depend on the position.
+// forward() is a fresh state's extend(), so prefill and decode are one code path.
+//
+// Shapes as in method.h. Compute dtype: fp64 for fp64 inputs, fp32 otherwise.
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "oal/attention/method.h"
+#include "oal/attention/oal/hd_state.h"
+#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/windowed/window.h"
+
+namespace oal::attn {
+
+// Query rows per block of the exact part.
+inline constexpr int64_t k_exact_chunk = 64;
+
+class WindowedAttention : public AttentionMethod {
+ public:
+  // base: the linear method of R (OAL or the learned global kernel); nullptr: no linear
+  // part (the windowed-only method, StreamingLLM's rule), which needs W >= 1.
+  // log_scale [Hq] (c_h; fp32 or fp64: copied into a leaf that requires grad when
+  // `trainable`, else kept as given, so a graph through it reaches the caller). Throws
+  // oal::Error("windowed_attention") on a bad window or shape.
+  WindowedAttention(std::shared_ptr<const QuadraticAttention> base, Window window,
+                    at::Tensor log_scale, bool trainable = false);
+
+  // The base's name ("oal", "global"), or "window" without a base.
+  std::string name() const override;
+  at::Tensor forward(const at::Tensor& q, const at::Tensor& k,
+                     const at::Tensor& v) const override;
+  std::unique_ptr<DecodeState> new_state(int64_t batch) const override;
+  // name(), the window, c_h and the base's fingerprint.
+  std::string fingerprint() const override;
+  // The base's parameters and log_scale, when trainable.
+  std::vector<at::Tensor> parameters() const override;
+
+  // Replaces c_h (a stored or fitted value): [Hq] finite, else oal::Error.
+  void load_log_scale(const at::Tensor& c);
+
+  const Window& window() const { return window_; }
+  const at::Tensor& log_scale() const { return log_scale_; }
+  const std::shared_ptr<const QuadraticAttention>& base() const { return base_; }
+  int64_t q_heads() const { return log_scale_.numel(); }
+
+ private:
+  std::shared_ptr<const QuadraticAttention> base_;
+  Window window_;
+  at::Tensor log_scale_;
+  bool trainable_;
+};
+
+// The decode state of a WindowedAttention (which must outlive it).
+class WindowedDecodeState : public DecodeState {
+ public:
+  WindowedDecodeState(const WindowedAttention& method, int64_t batch);
+  at::Tensor extend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) override;
+  int64_t tokens() const override { return tokens_; }
+  // Sinks, ring and HD state: at most S + W rows and one HD state, whatever tokens().
+  int64_t state_bytes() const override;
+  // "sink_k", "sink_v" [B, Hkv, min(S, tokens), D|Dv], "ring_k", "ring_v"
+  // [B, Hkv, min(W, tokens - S), D|Dv] and, with a base, "S" (its HD state) once keys
+  // left the ring; none when empty.
+  StateSnapshot snapshot() const override;
+  void restore(const StateSnapshot& snapshot) override;
+
+ private:
+  // Exact part of T queries at positions p0.. against all_k/all_v (sinks, ring, new, in
+  // position order, at positions kpos): row max m, shifted sums a [.., Dv] and z.
+  struct ExactSums {
+    at::Tensor m, a, z;  // [B, Hq, T], [B, Hq, T, Dv], [B, Hq, T]
+  };
+  ExactSums exact_part(const at::Tensor& q, const at::Tensor& all_k, const at::Tensor& all_v,
+                       int64_t sinks_held) const;
+
+  const WindowedAttention& method_;
+  int64_t batch_;
+  int64_t tokens_ = 0;
+  at::Tensor sink_k_, sink_v_, ring_k_, ring_v_;  // compute dtype, created at first tokens
+  std::optional<HdState> hd_;                      // with a base, once keys leave the ring
+};
+
+}  // namespace oal::attn
