@@ -10,6 +10,7 @@
 #include "oal/attention/baselines/feature_method.h"
 #include "oal/attention/method_store.h"
 #include "oal/attention/registry.h"
+#include "oal/attention/windowed/windowed_attention.h"
 #include "oal/core/error.h"
 
 namespace attn = oal::attn;
@@ -51,6 +52,7 @@ TEST(MethodStore, EveryRegisteredMethodReadsBackAsTheSameAttention) {
   store.meta = {{"model", "synthetic"}};
   attn::LayerMethods layer{k_shape.layer, {}};
   for (const auto& spec : attn::method_registry()) {
+    if (spec.kind == attn::MethodKind::window) continue;  // needs a window: the test below
     store.methods.push_back(spec.name);
     const attn::ModelKernels* kernels = nullptr;
     if (spec.kind == attn::MethodKind::quadratic) {
@@ -75,6 +77,7 @@ TEST(MethodStore, EveryRegisteredMethodReadsBackAsTheSameAttention) {
   const at::Tensor q = at::randn({1, 4, 12, 8}, o), k = at::randn({1, 2, 12, 8}, o),
                    v = at::randn({1, 2, 12, 8}, o);
   for (const auto& spec : attn::method_registry()) {
+    if (spec.kind == attn::MethodKind::window) continue;
     const auto& want = layer.methods.at(spec.name);
     const auto& got = back.layers[0].methods.at(spec.name);
     EXPECT_EQ(got->name(), want->name());
@@ -103,3 +106,52 @@ TEST(MethodStore, MissingParametersAreANamedError) {
   }
   std::filesystem::remove_all(dir);
 }
+
+// A windowed store: the window in the manifest, each windowed kernel's c_h in
+// window.safetensors; read back, every layer is the same windowed attention. Without its
+// c_h file the store is refused, naming the key.
+TEST(MethodStore, WindowedLayersReadBackWithTheirWindowAndLogScales) {
+  attn::MethodStore store;
+  store.methods = {"oal", "global", "window"};
+  store.window = {2, 5};
+  attn::MethodShape shape = k_shape;
+  shape.window = store.window;
+  attn::LayerMethods layer{k_shape.layer, {}};
+  for (const auto& name : store.methods) {
+    const attn::MethodSpec& spec = attn::method_spec(name);
+    const attn::ModelKernels* kernels = nullptr;
+    if (spec.kind == attn::MethodKind::quadratic) {
+      store.kernels[name] = kernels_for(spec);
+      kernels = &store.kernels[name];
+    }
+    auto m = attn::make_method(name, shape, k_seed, kernels);
+    if (auto* w = dynamic_cast<attn::WindowedAttention*>(m.get()); w && w->base())
+      w->load_log_scale(at::randn({k_shape.q_heads}, at::kFloat));
+    layer.methods[name] = m;
+  }
+  store.layers.push_back(layer);
+  const auto dir = oal::test::make_temp_dir("method_store_windowed");
+  attn::write_method_store(dir, store);
+  const attn::MethodStore back = attn::read_method_store(dir);
+  EXPECT_EQ(back.window, store.window);
+  const auto o = at::TensorOptions().dtype(at::kDouble);
+  const at::Tensor q = at::randn({1, 4, 12, 8}, o), k = at::randn({1, 2, 12, 8}, o),
+                   v = at::randn({1, 2, 12, 8}, o);
+  for (const auto& name : store.methods) {
+    const auto& got = back.layers.at(0).methods.at(name);
+    EXPECT_NE(dynamic_cast<const attn::WindowedAttention*>(got.get()), nullptr) << name;
+    EXPECT_EQ(got->fingerprint(), layer.methods.at(name)->fingerprint()) << name;
+    // c_h stored as fp32 bytes, L as round-trip decimal text: fp64 rounding only.
+    const double diff = (got->forward(q, k, v) - layer.methods.at(name)->forward(q, k, v)).abs().max().item<double>();
+    EXPECT_LT(diff, 1e-12) << name;
+  }
+  std::filesystem::remove(dir / "window.safetensors");
+  try {
+    attn::read_method_store(dir);
+    FAIL() << "a windowed store without its window.safetensors loaded";
+  } catch (const oal::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("oal.layers.2.log_scale"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+

@@ -7,6 +7,8 @@
 #include "oal/attention/oal/oal_method.h"
 #include "oal/attention/registry.h"
 #include "oal/attention/softmax/softmax_method.h"
+#include "oal/attention/windowed/windowed_attention.h"
+#include "oal/core/error.h"
 
 namespace attn = oal::attn;
 
@@ -20,13 +22,15 @@ Qkv inputs() {
   const auto o = at::TensorOptions().dtype(at::kDouble);
   return {at::randn({1, 4, 16, 8}, o), at::randn({1, 2, 16, 8}, o), at::randn({1, 2, 16, 8}, o)};
 }
+bool windowed_only(const attn::MethodSpec& spec) { return spec.kind == attn::MethodKind::window; }
 }  // namespace
 
 TEST(MethodRegistry, StochasticMethodsDependOnTheSeedAndOnlyThey) {
   const Qkv x = inputs();
-  const attn::MethodShape shape{3, 4, 2, 8};
   for (const auto& spec : attn::method_registry()) {
     if (spec.needs_kernels) continue;  // oal is built from fitted kernels, no seed enters
+    // The windowed-only method needs a window; the others run without one.
+    const attn::MethodShape shape{3, 4, 2, 8, windowed_only(spec) ? attn::Window{2, 4} : attn::Window{}};
     const auto a = attn::make_method(spec.name, shape, 1, nullptr);
     const auto b = attn::make_method(spec.name, shape, 2, nullptr);
     const auto a2 = attn::make_method(spec.name, shape, 1, nullptr);
@@ -38,9 +42,9 @@ TEST(MethodRegistry, StochasticMethodsDependOnTheSeedAndOnlyThey) {
 }
 
 TEST(MethodRegistry, KindMatchesTheClassBuilt) {
-  const attn::MethodShape shape{0, 4, 2, 8};
   for (const auto& spec : attn::method_registry()) {
     if (spec.needs_kernels) continue;
+    const attn::MethodShape shape{0, 4, 2, 8, windowed_only(spec) ? attn::Window{2, 4} : attn::Window{}};
     const auto m = attn::make_method(spec.name, shape, 0, nullptr);
     EXPECT_EQ(m->name(), spec.name);
     switch (spec.kind) {
@@ -53,6 +57,34 @@ TEST(MethodRegistry, KindMatchesTheClassBuilt) {
       case attn::MethodKind::feature_map:
         EXPECT_NE(dynamic_cast<const attn::FeatureMapMethod*>(m.get()), nullptr) << spec.name;
         break;
+      case attn::MethodKind::window: {
+        const auto* w = dynamic_cast<const attn::WindowedAttention*>(m.get());
+        ASSERT_NE(w, nullptr) << spec.name;
+        EXPECT_EQ(w->base(), nullptr) << spec.name;
+        break;
+      }
     }
   }
+}
+
+// A window on the shape turns the quadratic kernels into windowed layers over them, is
+// what the windowed-only method needs, and is refused by the feature-map baselines.
+TEST(MethodRegistry, WindowOnTheShapeWindowsTheQuadraticKernels) {
+  const attn::MethodShape shape{0, 4, 2, 8, attn::Window{2, 4}};
+  const auto g = attn::make_method("global", shape, 0, nullptr);
+  const auto* w = dynamic_cast<const attn::WindowedAttention*>(g.get());
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->name(), "global");
+  EXPECT_EQ(w->window(), (attn::Window{2, 4}));
+  EXPECT_NE(dynamic_cast<const attn::QuadraticAttention*>(w->base().get()), nullptr);
+  EXPECT_NE(dynamic_cast<const attn::SoftmaxAttention*>(attn::make_method("softmax", shape, 0, nullptr).get()), nullptr);
+  EXPECT_THROW(attn::make_method("taylorshift", shape, 0, nullptr), oal::Error);
+  EXPECT_THROW(attn::make_method("window", {0, 4, 2, 8}, 0, nullptr), oal::Error);
+  EXPECT_THROW(attn::make_method("global", {0, 4, 2, 8, attn::Window{-1, 4}}, 0, nullptr), oal::Error);
+  // The default method lists: every method that runs with the window.
+  const auto plain = attn::method_names(attn::Window{});
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), "window"), 0);
+  EXPECT_EQ(plain.size(), attn::method_registry().size() - 1);
+  const auto windowed = attn::method_names(attn::Window{4, 64});
+  EXPECT_EQ(windowed, (std::vector<std::string>{"softmax", "oal", "global", "window"}));
 }

@@ -3,7 +3,11 @@
 // numbers: outputs compared for equality), and a snapshot that does not fit is refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "oal/attention/oal/oal_method.h"
 #include "oal/attention/registry.h"
+#include "oal/attention/windowed/windowed_attention.h"
 #include "oal/core/error.h"
 #include "test_util.h"
 
@@ -13,9 +17,16 @@ namespace {
 
 constexpr int64_t k_hq = 4, k_hkv = 2, k_d = 8;
 
+// "oal+window": OAL's kernels beside a window of 2 sinks and 5 recent tokens (ring
+// and HD state both in use after 13 tokens); "window" runs beside the same window.
 std::shared_ptr<AttentionMethod> method(const std::string& name) {
   if (name == "oal") return make_quadratic_method(oal::test::random_kernels(k_hq, k_d, 3, 11));
-  return make_method(name, {.layer = 0, .q_heads = k_hq, .kv_heads = k_hkv, .head_dim = k_d}, 5, nullptr);
+  if (name == "oal+window")
+    return std::make_shared<WindowedAttention>(
+        std::dynamic_pointer_cast<const QuadraticAttention>(method("oal")), Window{2, 5},
+        oal::test::randn({k_hq}, 4));
+  const Window w = name == "window" ? Window{2, 5} : Window{};
+  return make_method(name, {.layer = 0, .q_heads = k_hq, .kv_heads = k_hkv, .head_dim = k_d, .window = w}, 5, nullptr);
 }
 
 struct Qkv {
@@ -59,16 +70,18 @@ TEST_P(Snapshot, RestoredStateContinuesIdentically) {
 INSTANTIATE_TEST_SUITE_P(
     EveryMethod, Snapshot,
     ::testing::Combine(::testing::Values("softmax", "oal", "global", "taylorshift", "performer",
-                                         "dijiang", "spectraformer"),
+                                         "dijiang", "spectraformer", "window", "oal+window"),
                        ::testing::Values(at::kFloat, at::kDouble)),
     [](const auto& info) {
-      return std::get<0>(info.param) + (std::get<1>(info.param) == at::kFloat ? "_f32" : "_f64");
+      std::string name = std::get<0>(info.param);
+      std::replace(name.begin(), name.end(), '+', '_');
+      return name + (std::get<1>(info.param) == at::kFloat ? "_f32" : "_f64");
     });
 
 TEST(Snapshot, EveryRegisteredMethodIsCovered) {
   for (const auto& spec : method_registry())
     EXPECT_NO_THROW(method(spec.name)->new_state(1)->snapshot()) << spec.name;
-  EXPECT_EQ(method_registry().size(), 7u) << "a new method: add it to the EveryMethod list above";
+  EXPECT_EQ(method_registry().size(), 8u) << "a new method: add it to the EveryMethod list above";
 }
 
 TEST(Snapshot, EmptyStateRoundTrips) {

@@ -11,6 +11,7 @@
 #include "oal/attention/oal/oal_method.h"
 #include "oal/attention/registry.h"
 #include "oal/attention/softmax/softmax_method.h"
+#include "oal/attention/windowed/windowed_attention.h"
 #include "oal/calib/adam.h"
 #include "oal/calib/block_split.h"
 #include "oal/calib/calibrate.h"
@@ -203,7 +204,7 @@ TEST(Calibrate, SelectsBestInitialisationPerHeadAndBuildsEveryMethod) {
   groups.layers[1] = {attn::QuadraticKernel::taylor(two_groups(D)),
                       attn::QuadraticKernel::taylor(two_groups(D))};
   calib::CalibrationOptions o;
-  o.methods = attn::method_names();
+  o.methods = attn::method_names(attn::Window{});
   o.fit.max_updates = 20;
   o.fit.val_every = 10;
   auto r = calib::calibrate({in}, &groups, o);
@@ -265,6 +266,61 @@ TEST(Calibrate, RejectsUnknownMethodAndMissingGroups) {
   EXPECT_THROW(calib::calibrate({in}, nullptr, o), oal::Error);
   o.methods = {"oal"};
   EXPECT_THROW(calib::calibrate({in}, nullptr, o), oal::Error);
+}
+
+// Windowed calibration: L and c_h fitted jointly per head. The global kernel's
+// window-heavy start sits next to the windowed-only method and the best validation
+// checkpoint is kept, so the fitted windowed kernel is never much worse than the window
+// alone (the start still gives the kernel e^-8 of each exact key's weight: 2 % slack).
+TEST(Calibrate, WindowedFitsKernelAndLogScaleJointly) {
+  const int64_t Hq = 2, Hkv = 1, D = 8, T = 32;
+  auto in = layer_input(Hq, Hkv, D, T);
+  attn::ModelKernels groups;
+  groups.head_dim = D;
+  groups.layers[1] = {attn::QuadraticKernel::taylor(two_groups(D)),
+                      attn::QuadraticKernel::taylor(two_groups(D))};
+  calib::CalibrationOptions o;
+  o.window = {2, 4};
+  o.methods = attn::method_names(o.window);
+  o.fit.max_updates = 30;
+  o.fit.val_every = 10;
+  auto r = calib::calibrate({in}, &groups, o);
+  const auto& methods = r.layers.at(0).methods;
+  ASSERT_EQ(methods.size(), 4u);  // softmax, oal, global, window
+  auto val_mse = [&](const attn::AttentionMethod& m) {
+    return (m.forward(in.data.q_val, in.data.k_val, in.data.v_val) - in.data.y_val).pow(2).mean().item<double>();
+  };
+  const double window_only = val_mse(*methods.at("window"));
+  for (const char* name : {"oal", "global"}) {
+    const auto* w = dynamic_cast<const attn::WindowedAttention*>(methods.at(name).get());
+    ASSERT_NE(w, nullptr) << name;
+    ASSERT_NE(w->base(), nullptr) << name;
+    EXPECT_EQ(w->window(), o.window);
+    EXPECT_TRUE(at::isfinite(w->log_scale()).all().item<bool>()) << name;
+    EXPECT_LE(val_mse(*w), 1.02 * window_only) << name;
+  }
+  int heavy = 0;
+  for (const auto& f : r.reports) heavy += f.method == "global" && f.init == "window-heavy";
+  EXPECT_EQ(heavy, Hq);
+
+  const auto dir = std::filesystem::temp_directory_path() / "oal_test_calib_run_windowed";
+  std::filesystem::remove_all(dir);
+  calib::write_run(dir, r, o, {"model", "text", T, {}});
+  const auto back = attn::read_method_store(dir);
+  EXPECT_EQ(back.window, o.window);
+  auto q = in.data.q_val.narrow(0, 0, 1), k = in.data.k_val.narrow(0, 0, 1), v = in.data.v_val.narrow(0, 0, 1);
+  for (const auto& [name, m] : methods) {
+    // L through decimal text, c_h as fp32 bytes: ~1e-6 in fp32 outputs.
+    const double diff = (m->forward(q, k, v) - back.layers.at(0).methods.at(name)->forward(q, k, v)).abs().max().item<double>();
+    EXPECT_LT(diff, 1e-5) << name;
+  }
+  std::filesystem::remove_all(dir);
+
+  o.methods = {"taylorshift"};
+  EXPECT_THROW(calib::calibrate({in}, &groups, o), oal::Error);
+  o.window = {};
+  o.methods = {"window"};
+  EXPECT_THROW(calib::calibrate({in}, &groups, o), oal::Error);
 }
 
 }  // namespace

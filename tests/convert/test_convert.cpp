@@ -14,6 +14,7 @@
 #include "oal/attention/method_store.h"
 #include "oal/attention/oal/oal_method.h"
 #include "oal/attention/oal/quadratic.h"
+#include "oal/attention/windowed/windowed_attention.h"
 #include "oal/convert/convert.h"
 #include "oal/core/error.h"
 #include "oal/io/json_file.h"
@@ -182,6 +183,51 @@ TEST(ConvertedDir, MalformedMarkerIsANamedError) {
            {"format a number", [](nlohmann::json& m) { m["format"] = 1; }}}) {
     EXPECT_NE(with_marker(edit).find("oal_conversion"), std::string::npos) << what;
   }
+  std::filesystem::remove_all(dir);
+}
+
+// A windowed run converts to windowed layers: the converted directory keeps the window
+// and c_h, and reloads as the same attention. --sinks/--window that differ from the run
+// are refused; the windowed-only method needs no run.
+TEST(ConvertedDir, WindowedLayersKeepTheirWindowAndLogScale) {
+  const auto dir = test::make_temp_dir("convert_windowed");
+  const auto w = test::tiny_weights(1);
+  const auto& c = w.config;
+  std::vector<attn::QuadraticKernel> heads;
+  for (int64_t h = 0; h < c.num_heads; ++h)
+    heads.push_back(attn::QuadraticKernel::taylor({{0, 1, 2, 3, 4, 5}, {6, 7}}).perturbed(0.1, h));
+  attn::MethodStore run;
+  run.methods = {"oal"};
+  run.window = {1, 3};
+  run.kernels["oal"].head_dim = c.head_dim;
+  run.kernels["oal"].layers[1] = heads;
+  auto base = std::make_shared<attn::QuadraticAttention>(attn::QuadraticAttention::from_kernels(heads));
+  const at::Tensor log_scale = at::linspace(-1.0, 1.0, c.num_heads, at::kFloat);
+  run.layers.push_back({1, {{"oal", std::make_shared<attn::WindowedAttention>(base, run.window, log_scale)}}});
+  run.meta = {{"model", "tiny"}, {"model_fingerprint", model::model_fingerprint(w)}};
+  attn::write_method_store(dir / "run", run);
+
+  const auto methods = methods_from_calibration(dir / "run", w, "oal", {1}, false);
+  const auto* wa = dynamic_cast<const attn::WindowedAttention*>(methods.at(1).get());
+  ASSERT_NE(wa, nullptr);
+  EXPECT_EQ(wa->window(), run.window);
+  EXPECT_TRUE(at::equal(wa->log_scale(), log_scale));
+  const std::string differs = error_of(
+      [&] { methods_from_calibration(dir / "run", w, "oal", {1}, false, KernelInit::initial, {2, 3}); });
+  EXPECT_NE(differs.find("calibrate with the same --sinks and --window"), std::string::npos) << differs;
+
+  model::Transformer t(w);
+  model::apply_hybrid(t, methods);
+  const auto conv = dir / "converted";
+  export_converted(conv, w, t, "oal", {1}, "tiny", "");
+  const auto loaded = model::load_transformer(conv.string());
+  EXPECT_EQ(loaded->attention(1).fingerprint(), wa->fingerprint());
+
+  const auto only = methods_from_calibration("", w, "window", {0, 1}, false, KernelInit::initial, {1, 2});
+  ASSERT_EQ(only.size(), 2u);
+  EXPECT_EQ(only.at(0)->name(), "window");
+  EXPECT_NE(error_of([&] { methods_from_calibration("", w, "window", {1}, false); }).find("at least 1 token"),
+            std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

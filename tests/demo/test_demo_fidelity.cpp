@@ -33,7 +33,7 @@ TEST(DemoFidelity, EveryMethodIsReportedWithTheDefaultStatistic) {
     if (row[0] == "softmax") EXPECT_EQ(relmse, 0.0);  // the reference itself
     else EXPECT_TRUE(std::isfinite(relmse) && relmse > 0) << row[0] << " " << row[2];
   }
-  const auto names = attn::method_names();
+  const auto names = attn::method_names(attn::Window{});
   EXPECT_EQ(methods, std::set<std::string>(names.begin(), names.end()));
 }
 

@@ -36,7 +36,7 @@ TEST(DemoSmolLM2, OneLayerThroughThePipeline) {
     if (row[0] == "softmax") EXPECT_EQ(relmse, 0.0);
     else EXPECT_TRUE(std::isfinite(relmse) && relmse > 0) << row[0] << " " << row[2];
   }
-  const auto names = attn::method_names();
+  const auto names = attn::method_names(attn::Window{});
   EXPECT_EQ(methods, std::set<std::string>(names.begin(), names.end()));
 }
 

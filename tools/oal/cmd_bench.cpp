@@ -26,6 +26,7 @@ struct BenchArgs {
   std::string mode = "both", format = "md", out, out_svg, simd, gemm;
   int repeats = 3, warmup = 1, threads = 0, decode_steps = 32;
   int64_t chunk = 64, groups = 5, heads = 14, kv_heads = 2, dim = 64;
+  oal::attn::Window window;
   double max_call_seconds = 60;
   bool json = false, quiet = false;
   // --model: the model-level benchmark (bench/model_bench.h).
@@ -69,6 +70,8 @@ oal::bench::BenchConfig to_config(const BenchArgs& a) {
   c.shape.q_heads = a.heads;
   c.shape.kv_heads = a.kv_heads;
   c.shape.dim = c.shape.value_dim = a.dim;
+  c.shape.window = a.window;
+  c.shape.window.validate("bench");
   return c;
 }
 
@@ -158,6 +161,12 @@ oal::cli::Registrar reg{
       app.add_option("--threads", a->threads, "Intra-op threads (0 = $OAL_THREADS or all cores)")
           ->capture_default_str();
       app.add_option("--chunk", a->chunk, "OAL chunk size")->capture_default_str();
+      app.add_option("--sinks", a->window.sinks,
+                     "Sink tokens of the windowed rows (oal+window, global+window, window)")
+          ->capture_default_str();
+      app.add_option("--window", a->window.recent,
+                     "Recent-window tokens of the windowed rows (>= 1 to time them)")
+          ->capture_default_str();
       app.add_option("--simd", a->simd,
                      "Force the kernels' SIMD target (avx512, avx2, sse4, scalar; default: the "
                      "best this CPU runs; same as OAL_SIMD)");

@@ -28,7 +28,7 @@ namespace {
 struct CalibrateArgs {
   std::string model, text, groups, tokenizer, out, layers, shard;
   int nproc = 1;
-  std::string methods = oal::attn::method_list(",");
+  std::string methods;  // empty: every method that runs with the window
   int64_t ctx = 256;
   oal::cli::SplitArgs split;
   oal::calib::CalibrationOptions options;
@@ -69,7 +69,7 @@ void run(const CalibrateArgs& a) {
   }
   o.split = a.split.parse();
   o.calibration = a.options;
-  o.calibration.methods = oal::split_names(a.methods);
+  o.calibration.methods = oal::cli::methods_or_default(a.methods, a.options.window);
   o.calibration.world = world;
   std::optional<oal::attn::ModelKernels> groups;
   if (!a.groups.empty()) groups = oal::attn::read_kernels(a.groups);
@@ -108,7 +108,7 @@ oal::cli::Registrar reg{
       app.add_option("--text", a->text, "Text file: one token stream cut into ctx-token blocks")
           ->required();
       app.add_option("--groups", a->groups, "Kernel JSON from `oal group` (needed for oal)");
-      app.add_option("--methods", a->methods, "Comma-separated methods (of " + oal::attn::method_list() + ")")->capture_default_str();
+      app.add_option("--methods", a->methods, "Comma-separated methods (of " + oal::attn::method_list() + "; default: all that run with the window)");
       app.add_option("--layers", a->layers, "Layers, e.g. 0,2,4-7 (default: all)");
       app.add_option("--ctx", a->ctx, "Block length in tokens")->capture_default_str();
       app.add_option("--out", a->out, "Run directory to write")->required();

@@ -54,6 +54,13 @@ oal::cli::Registrar reg{
                      "and global from calibration (paper App. F); calibrated = all from calibration")
           ->check(CLI::IsMember({"initial", "calibrated"}))
           ->capture_default_str();
+      app.add_option("--sinks", a->o.window.sinks,
+                     "Sink tokens attended exactly (must match the calibration run; with "
+                     "--method window, no run is needed)")
+          ->capture_default_str();
+      app.add_option("--window", a->o.window.recent,
+                     "Recent tokens attended exactly (must match the calibration run)")
+          ->capture_default_str();
       app.add_option("--out", a->out, "Output directory")->required();
       app.add_option("--tokenizer", a->tokenizer, "Tokenizer file (default: beside the model)");
       app.add_flag("--json", a->json, "Machine-readable output");

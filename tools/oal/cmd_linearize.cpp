@@ -30,7 +30,7 @@ namespace oa = oal::analysis;
 
 struct LinearizeArgs {
   std::string model, text, tokenizer, out, layers, prompt_text;
-  std::string methods = oal::attn::method_list(",");
+  std::string methods;  // empty: every method that runs with the window
   int64_t ctx = 256, prompts = 40;
   oal::cli::SplitArgs split;
   oa::GroupingOptions grouping;
@@ -65,7 +65,7 @@ void run(LinearizeArgs a) {
   o.prompts = a.prompts;
   o.grouping = a.grouping;
   o.calibration = a.options;
-  o.calibration.methods = oal::split_names(a.methods);
+  o.calibration.methods = oal::cli::methods_or_default(a.methods, a.options.window);
   o.calibration.world = world;
   o.write = root;
   o.resume = a.resume;
@@ -100,7 +100,7 @@ oal::cli::Registrar reg{
           ->required();
       app.add_option("--ctx", a->ctx, "Block / prompt length in tokens")->capture_default_str();
       app.add_option("--out", a->out, "Run directory")->required();
-      app.add_option("--methods", a->methods, "Comma-separated methods (of " + oal::attn::method_list() + ")")->capture_default_str();
+      app.add_option("--methods", a->methods, "Comma-separated methods (of " + oal::attn::method_list() + "; default: all that run with the window)");
       app.add_option("--layers", a->layers, "Layers (default: all)");
       app.add_option("--prompts", a->prompts, "Calibration prompts for the grouping")
           ->capture_default_str();
@@ -118,6 +118,7 @@ oal::cli::Registrar reg{
       app.add_option("--patience", a->options.fit.patience,
                      "Stop after this many updates without improvement")
           ->capture_default_str();
+      oal::cli::add_window_options(app, a->options.window);
       app.add_option("--nproc", a->nproc,
                      "Share the calibration's fits among N local processes (c10d, Gloo); across "
                      "machines set MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE instead")

@@ -11,5 +11,6 @@ inline constexpr const char* taylorshift = "taylorshift";
 inline constexpr const char* performer = "performer";
 inline constexpr const char* dijiang = "dijiang";
 inline constexpr const char* spectraformer = "spectraformer";
+inline constexpr const char* window = "window";
 
 }  // namespace oal::attn::names

@@ -4,6 +4,7 @@
 
 #include "oal/attention/baselines/feature_method.h"
 #include "oal/attention/registry.h"
+#include "oal/attention/windowed/windowed_attention.h"
 #include "oal/core/error.h"
 #include "oal/io/atomic_file.h"
 #include "oal/io/json_file.h"
@@ -15,10 +16,15 @@ namespace {
 constexpr std::string_view k_op = "calibration_run";
 namespace fs = std::filesystem;
 
-// The manifest's "layers" entry of `lm`; a feature-map method's tensors go to `tensors`.
-nlohmann::json layer_json(const LayerMethods& lm, std::map<std::string, at::Tensor>& tensors) {
+// The manifest's "layers" entry of `lm`; a feature-map method's tensors go to `tensors`,
+// a windowed method's c_h to `scales`.
+nlohmann::json layer_json(const LayerMethods& lm, std::map<std::string, at::Tensor>& tensors,
+                          std::map<std::string, at::Tensor>& scales) {
   nlohmann::json lj{{"layer", lm.layer}};
   for (const auto& [name, m] : lm.methods) {
+    if (auto* w = dynamic_cast<const WindowedAttention*>(m.get()); w && w->base())
+      scales[fmt::format("{}.layers.{}.log_scale", name, lm.layer)] =
+          w->log_scale().detach().to(at::kFloat).contiguous();
     auto* fm = dynamic_cast<const FeatureMapMethod*>(m.get());
     if (!fm) continue;
     lj["q_heads"] = fm->q_heads();
@@ -42,13 +48,16 @@ void write_method_store(const fs::path& dir, const MethodStore& store) {
   j["version"] = 1;
   j["methods"] = store.methods;
   j["seed"] = store.seed;
-  std::map<std::string, at::Tensor> tensors;
+  j["sinks"] = store.window.sinks;
+  j["window"] = store.window.recent;
+  std::map<std::string, at::Tensor> tensors, scales;
   nlohmann::json layers = nlohmann::json::array();
-  for (const auto& lm : store.layers) layers.push_back(layer_json(lm, tensors));
+  for (const auto& lm : store.layers) layers.push_back(layer_json(lm, tensors, scales));
   j["layers"] = layers;
   for (const auto& [name, k] : store.kernels)
     if (!k.layers.empty()) write_kernels(dir / ("kernels-" + name + ".json"), k);
   if (!tensors.empty()) io::write_safetensors(dir / "baselines.safetensors", tensors);
+  if (!scales.empty()) io::write_safetensors(dir / "window.safetensors", scales);
   // The manifest last: a directory without it is not taken for a finished store.
   io::write_file_atomic(dir / "calibration.json", j.dump(2) + "\n");
 }
@@ -56,8 +65,16 @@ void write_method_store(const fs::path& dir, const MethodStore& store) {
 namespace {
 
 // One layer's methods described by its manifest entry `lj`, from the files beside it.
+// The files of parameters beside the manifest: the baselines' and the windows' c_h.
+struct StoredTensors {
+  io::SafetensorsFile baselines, scales;
+  fs::path baselines_path, scales_path;
+};
+
 LayerMethods read_layer(const nlohmann::json& lj, const MethodStore& store,
-                        const io::SafetensorsFile& st, const fs::path& st_path) {
+                        const StoredTensors& files) {
+  const io::SafetensorsFile& st = files.baselines;
+  const fs::path& st_path = files.baselines_path;
   LayerMethods lm;
   lm.layer = io::json_int(lj.at("layer"), k_op, "calibration.json: layers[].layer");
   auto size = [&](const char* key) {  // written when the layer has a feature-map method
@@ -66,16 +83,24 @@ LayerMethods read_layer(const nlohmann::json& lj, const MethodStore& store,
   for (const auto& name : store.methods) {
     const auto found = store.kernels.find(name);
     const ModelKernels* k = found == store.kernels.end() ? nullptr : &found->second;
-    MethodShape shape{lm.layer, size("q_heads"), size("kv_heads"), size("head_dim")};
+    MethodShape shape{lm.layer, size("q_heads"), size("kv_heads"), size("head_dim"), store.window};
     if (k) {
       const auto& ks = k->layer(lm.layer);
       shape.q_heads = int64_t(ks.size());
       shape.kv_heads = shape.kv_heads ? shape.kv_heads : 1;
       shape.head_dim = ks.at(0).dim();
-    } else if (method_spec(name).kind == MethodKind::exact) {
-      shape = {lm.layer, 1, 1, 1};
+    } else if (method_spec(name).kind == MethodKind::exact ||
+               method_spec(name).kind == MethodKind::window) {
+      shape = {lm.layer, 1, 1, 1, store.window};
     }
     auto m = make_method(name, shape, store.seed, k);
+    if (auto* w = dynamic_cast<WindowedAttention*>(m.get()); w && w->base()) {
+      const std::string key = fmt::format("{}.layers.{}.log_scale", name, lm.layer);
+      const auto it = files.scales.tensors.find(key);
+      check(it != files.scales.tensors.end(), k_op, "{}: no '{}' (the c_h of a windowed layer)",
+            files.scales_path.string(), key);
+      w->load_log_scale(it->second);
+    }
     if (auto* fm = dynamic_cast<FeatureMapMethod*>(m.get())) {
       TensorMap params;
       const std::string prefix = fmt::format("{}.layers.{}.", name, lm.layer);
@@ -97,13 +122,16 @@ MethodStore read_store_json(const fs::path& dir, const nlohmann::json& j) {
   store.meta = j;
   store.methods = j.at("methods").get<std::vector<std::string>>();
   store.seed = io::json_uint(j.at("seed"), k_op, "calibration.json: 'seed'");
+  store.window = {io::json_int_or(j, "sinks", 0, k_op, "calibration.json: 'sinks'"),
+                  io::json_int_or(j, "window", 0, k_op, "calibration.json: 'window'")};
+  store.window.validate(k_op);
   for (const auto& m : store.methods)
     if (method_spec(m).kind == MethodKind::quadratic)
       store.kernels[m] = read_kernels(dir / ("kernels-" + m + ".json"));
-  io::SafetensorsFile st;
-  const fs::path sp = dir / "baselines.safetensors";
-  if (fs::exists(sp)) st = io::read_safetensors(sp);
-  for (const auto& lj : j.at("layers")) store.layers.push_back(read_layer(lj, store, st, sp));
+  StoredTensors files{{}, {}, dir / "baselines.safetensors", dir / "window.safetensors"};
+  if (fs::exists(files.baselines_path)) files.baselines = io::read_safetensors(files.baselines_path);
+  if (fs::exists(files.scales_path)) files.scales = io::read_safetensors(files.scales_path);
+  for (const auto& lj : j.at("layers")) store.layers.push_back(read_layer(lj, store, files));
   return store;
 }
 

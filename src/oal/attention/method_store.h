@@ -12,6 +12,9 @@
 //   baselines.safetensors  "<method>.layers.<i>.<param>": the feature-map methods'
 //                          parameters (TaylorShift tau, Performer projection, DiJiang
 //                          projection and theta, SpectraFormer B, G, S, perm)
+//   window.safetensors     with a window ("sinks" and "window" in the manifest, both 0
+//                          when absent): "<method>.layers.<i>.log_scale" [Hq] fp32, the
+//                          c_h of each windowed quadratic-kernel method
 // Every file is written atomically.
 #include <nlohmann/json.hpp>
 
@@ -24,6 +27,7 @@
 
 #include "oal/attention/method.h"
 #include "oal/attention/oal/kernel_json.h"
+#include "oal/attention/windowed/window.h"
 
 namespace oal::attn {
 
@@ -36,6 +40,7 @@ struct LayerMethods {
 struct MethodStore {
   std::vector<std::string> methods;  // registered names, in the manifest's order
   uint64_t seed = 0;                 // seed of the random baselines' draws
+  Window window{};                   // the exact window beside every linear method
   std::vector<LayerMethods> layers;  // in the manifest's order
   // The quadratic-kernel methods' kernels by name (the files kernels-<name>.json).
   std::map<std::string, ModelKernels> kernels;

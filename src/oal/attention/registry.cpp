@@ -1,5 +1,8 @@
 #include "oal/attention/registry.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 
 #include "oal/attention/baselines/dijiang.h"
@@ -9,6 +12,7 @@
 #include "oal/attention/method_names.h"
 #include "oal/attention/oal/oal_method.h"
 #include "oal/attention/softmax/softmax_method.h"
+#include "oal/attention/windowed/windowed_attention.h"
 #include "oal/core/error.h"
 #include "oal/simd/oal_plan.h"
 
@@ -36,6 +40,13 @@ Ptr make_global(const MethodShape& s, uint64_t, const ModelKernels* kernels) {
   if (kernels) return make_quadratic_method(kernels->layer(s.layer));
   const auto taylor = QuadraticKernel::taylor(QuadraticKernel::single_group(s.head_dim));
   return make_quadratic_method(std::vector<QuadraticKernel>(s.q_heads, taylor));
+}
+
+Ptr make_window(const MethodShape& s, uint64_t, const ModelKernels*) {
+  check(s.window.recent >= 1, "make_method",
+        "method '{}' needs a window of at least 1 token (--window W), got {}", names::window,
+        s.window.describe());
+  return std::make_shared<WindowedAttention>(nullptr, s.window, at::zeros({1}));
 }
 
 const std::vector<MethodSpec> k_methods = {
@@ -78,6 +89,10 @@ const std::vector<MethodSpec> k_methods = {
      [](const MethodShape& s, uint64_t seed, const ModelKernels*) -> Ptr {
        return SpectraFormerAttention::init(s.q_heads, s.kv_heads, s.head_dim, s.layer, seed);
      }},
+    {names::window, "windowed-only: exact softmax on S sink tokens and the last W tokens",
+     MethodKind::window, Fit::none, false, false,
+     [](const MethodShape&, int64_t) -> int64_t { return 0; },
+     [](int64_t) { return FeatureSize{0, 0}; }, make_window},
 };
 
 }  // namespace
@@ -93,6 +108,14 @@ const MethodSpec& method_spec(std::string_view name) {
 std::vector<std::string> method_names() {
   std::vector<std::string> out;
   for (const auto& m : k_methods) out.emplace_back(m.name);
+  return out;
+}
+
+std::vector<std::string> method_names(const Window& window) {
+  std::vector<std::string> out;
+  for (const auto& m : k_methods)
+    if (window.none() ? m.kind != MethodKind::window : m.kind != MethodKind::feature_map)
+      out.emplace_back(m.name);
   return out;
 }
 
@@ -131,7 +154,20 @@ Ptr make_method(std::string_view name, const MethodShape& s, uint64_t seed,
         "make_method", "bad layer shape: {} query heads, {} KV heads, head dim {}", s.q_heads,
         s.kv_heads, s.head_dim);
   check_method_names({std::string(name)}, "make_method");
-  return method_spec(name).make(s, seed, kernels);
+  s.window.validate("make_method");
+  const MethodSpec& spec = method_spec(name);
+  Ptr m = spec.make(s, seed, kernels);
+  if (s.window.none() || spec.kind == MethodKind::exact || spec.kind == MethodKind::window)
+    return m;
+  check(spec.kind == MethodKind::quadratic, "make_method",
+        "method '{}' cannot run beside a window yet ({}): windowed layers are available for "
+        "the quadratic kernels ({}) and '{}'",
+        name, s.window.describe(), fmt::join(method_names(MethodKind::quadratic), ", "),
+        names::window);
+  auto base = std::dynamic_pointer_cast<const QuadraticAttention>(m);
+  check(base != nullptr, "make_method", "method '{}' did not build a quadratic kernel", name);
+  return std::make_shared<WindowedAttention>(base, s.window,
+                                             at::zeros({base->kernels().heads()}, at::kFloat));
 }
 
 Ptr make_quadratic_method(const std::vector<QuadraticKernel>& kernels) {

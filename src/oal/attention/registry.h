@@ -12,18 +12,22 @@
 
 #include "oal/attention/method.h"
 #include "oal/attention/oal/kernel_json.h"
+#include "oal/attention/windowed/window.h"
 
 namespace oal::attn {
 
-// One layer's attention shape.
+// One layer's attention shape, and the exact window its linear method runs beside
+// (attention/windowed/window.h; none: the plain method).
 struct MethodShape {
   int64_t layer = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
+  Window window{};
 };
 
 enum class MethodKind {
   exact,        // softmax
   quadratic,    // OAL and the learned global kernel (HD state, attention/oal/hd.h)
   feature_map,  // the linear baselines (attention/baselines/feature_method.h)
+  window,       // exact weights on the sinks and the recent window only (StreamingLLM)
 };
 
 // What calibration fits (calib/calibrators.cpp builds one calibrator per value; a switch
@@ -62,11 +66,15 @@ struct MethodSpec {
 };
 
 // Every method, in table order: softmax, oal, global, taylorshift, performer, dijiang,
-// spectraformer.
+// spectraformer, window.
 const std::vector<MethodSpec>& method_registry();
 // Throws oal::Error("method") naming the known methods.
 const MethodSpec& method_spec(std::string_view name);
 std::vector<std::string> method_names();
+// The methods that can run with `window` (the default of the commands that take a method
+// list): every method but "window" without a window, and with one every method but the
+// feature-map baselines (not windowed yet).
+std::vector<std::string> method_names(const Window& window);
 std::vector<std::string> method_names(MethodKind kind);
 // "softmax, oal, ..." (sep between names), for --help and error messages.
 std::string method_list(std::string_view sep = ", ");
@@ -77,6 +85,9 @@ const MethodSpec& reference_method();
 
 // method_spec(name).make(...) after checking the shape (oal::Error("make_method")).
 // "oal" without kernels is an error; "global" without kernels is Taylor 1 + s + s²/2.
+// With shape.window set, a quadratic-kernel method becomes a WindowedAttention over it
+// (c_h = 0 until fitted or loaded); "window" needs shape.window.recent >= 1; softmax
+// ignores the window; the feature-map baselines refuse one (not windowed yet).
 std::shared_ptr<AttentionMethod> make_method(std::string_view name, const MethodShape& shape,
                                              uint64_t seed, const ModelKernels* kernels);
 // Inference-only QuadraticAttention over one kernel per query head (fp64 L).

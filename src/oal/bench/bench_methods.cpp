@@ -14,6 +14,7 @@
 #include "oal/attention/registry.h"
 #include "oal/attention/simd_path.h"
 #include "oal/attention/softmax/softmax_method.h"
+#include "oal/attention/windowed/windowed_attention.h"
 #include "oal/bench/bench.h"
 #include "oal/core/error.h"
 #include "oal/simd/flash_softmax.h"
@@ -218,6 +219,36 @@ BenchMethod quadratic_method(const BenchShape& s, std::string name, int64_t grou
   return m;
 }
 
+// A windowed row: the bench kernels (G groups for oal, 1 for global) beside shape.window,
+// or the windowed-only method. No FLOP model (the exact band and the shifted kernel part
+// are not modelled); state bytes are the HD state plus S + W key and value rows.
+BenchMethod windowed_method(const BenchShape& s, const std::string& name) {
+  check(s.window.recent >= 1, "bench", "'{}' needs a window: --window W (>= 1) and --sinks S",
+        name);
+  BenchMethod m;
+  m.name = name;
+  std::shared_ptr<const attn::QuadraticAttention> base;
+  if (name != attn::names::window) {
+    attn::HdOptions options;
+    options.chunk = s.chunk;
+    base = std::make_shared<attn::QuadraticAttention>(
+        bench_kernels(s, name == "oal+window" ? s.oal_groups : 1), options);
+  }
+  attach_method(m, std::make_shared<attn::WindowedAttention>(base, s.window, at::zeros({s.q_heads})), s,
+                true);
+  m.state_bytes = [s, base](int64_t n, at::ScalarType t) {
+    const int64_t rows = std::min(n, s.window.sinks + s.window.recent);
+    // Rows are kept in the compute dtype: fp32 for fp32 and bf16 inputs.
+    const int64_t kv = s.batch * s.kv_heads * rows * (s.dim + s.value_dim) * int64_t(sizeof(float));
+    const int64_t hd = base ? s.batch * s.kv_heads * kc::oal_feature_dim(s.dim) * (s.value_dim + 1) *
+                                  int64_t(sizeof(float))
+                            : 0;
+    (void)t;
+    return kv + hd;
+  };
+  return m;
+}
+
 // Whole-sequence feature maps dominate a baseline's prefill memory: q and k features
 // [B, Hq + Hkv, N, F] plus about two temporaries of that size (F and its element size
 // from the method registry).
@@ -255,7 +286,9 @@ attn::LayerKernels bench_kernels(const BenchShape& s, int64_t groups) {
 std::vector<std::string> bench_method_names() {
   std::vector<std::string> out{"softmax-flash", "softmax-torch"};
   for (const auto& spec : attn::method_registry())
-    if (spec.kind != attn::MethodKind::exact) out.emplace_back(spec.name);
+    if (spec.kind != attn::MethodKind::exact && spec.kind != attn::MethodKind::window)
+      out.emplace_back(spec.name);
+  for (const char* n : {"oal+window", "global+window", attn::names::window}) out.emplace_back(n);
   return out;
 }
 
@@ -265,6 +298,8 @@ BenchMethod make_bench_method(const std::string& name, const BenchShape& shape) 
   const auto names = bench_method_names();
   check(std::find(names.begin(), names.end(), name) != names.end(), "bench",
         "unknown method '{}': expected one of {}", name, fmt::join(names, ", "));
+  if (name == "oal+window" || name == "global+window" || name == attn::names::window)
+    return windowed_method(shape, name);
   const attn::MethodSpec& spec = attn::method_spec(name);
   if (spec.kind == attn::MethodKind::quadratic)
     return quadratic_method(shape, name, spec.fit == attn::Fit::grouped_kernel ? shape.oal_groups : 1);

@@ -15,6 +15,7 @@
 
 #include "oal/attention/method.h"
 #include "oal/attention/oal/quadratic.h"
+#include "oal/attention/windowed/window.h"
 #include "oal/bench/bench_measure.h"
 
 namespace oal::bench {
@@ -24,6 +25,7 @@ struct BenchShape {
   int64_t batch = 1, q_heads = 14, kv_heads = 2, dim = 64, value_dim = 64;
   int64_t chunk = 64;      // OAL chunk size
   int64_t oal_groups = 5;  // groups of the "oal" method (paper Fig. 3 uses 5)
+  attn::Window window{};   // of the windowed rows (oal+window, global+window, window)
   uint64_t seed = 0;
 };
 
@@ -66,7 +68,9 @@ struct BenchMethod {
 // over the head), Taylor-initialised and perturbed (seeded) so heads differ. fp32 L.
 attn::LayerKernels bench_kernels(const BenchShape& shape, int64_t groups);
 
-// softmax-flash, softmax-torch, then every non-softmax registered method.
+// softmax-flash, softmax-torch, then every non-softmax registered method, then the
+// windowed rows "oal+window" and "global+window" (the kernel beside shape.window) and
+// "window" (the windowed-only method), which need a window (W >= 1).
 std::vector<std::string> bench_method_names();
 // Throws oal::Error("bench") naming the known methods when `name` is unknown.
 BenchMethod make_bench_method(const std::string& name, const BenchShape& shape);

@@ -122,6 +122,15 @@ CalibrationResult calibrate(const std::vector<LayerFitInput>& inputs,
                             const attn::ModelKernels* groups, const CalibrationOptions& options) {
   options.fit.validate();
   attn::check_method_names(options.methods, k_op);
+  options.window.validate(k_op);
+  for (const auto& m : options.methods) {
+    const attn::MethodKind kind = attn::method_spec(m).kind;
+    check(options.window.none() || kind != attn::MethodKind::feature_map, k_op,
+          "method '{}' cannot be fitted beside a window yet ({}); windowed: {}", m,
+          options.window.describe(), "oal, global, window");
+    check(kind != attn::MethodKind::window || options.window.recent >= 1, k_op,
+          "method '{}' needs --window W >= 1", m);
+  }
   const auto wanted = [&](const std::string& m) {
     return std::find(options.methods.begin(), options.methods.end(), m) != options.methods.end();
   };
@@ -158,8 +167,10 @@ CalibrationResult calibrate(const std::vector<LayerFitInput>& inputs,
     const std::string from = attn::method_spec(r->name).starts_from;
     const auto base =
         std::find_if(runs.begin(), runs.end(), [&](const MethodRun& b) { return b.name == from; });
-    for (size_t li = 0; li < r->contexts.size(); ++li)
+    for (size_t li = 0; li < r->contexts.size(); ++li) {
       r->contexts[li].global = &base->fits[li].kernels;
+      r->contexts[li].global_log_scales = &base->fits[li].log_scales;
+    }
   }
   run_stage(second, world, options.progress, done, total);
 

@@ -35,6 +35,10 @@ struct CalibrationOptions {
   FitSettings fit;
   uint64_t seed = 0;                 // draws (Performer, DiJiang, SpectraFormer) and sampling
   double perturb_sigma = 0.1;        // perturbed-initialisation noise
+  // The exact window beside every linear method (attention/windowed/window.h): with one,
+  // oal and global fit L and c_h jointly on the windowed output, and "window" is the
+  // windowed-only method. The feature-map baselines are refused with a window.
+  attn::Window window{};
   ProgressFn progress;               // ("fits", detail = method): this rank's fits
   // The processes sharing the fits (dist/world.h); null = this process alone. Every
   // rank calls calibrate() with the same inputs and options; each runs its share of the

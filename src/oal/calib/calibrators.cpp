@@ -3,6 +3,7 @@
 #include "oal/attention/baselines/random_draws.h"
 #include "oal/attention/method_names.h"
 #include "oal/attention/registry.h"
+#include "oal/attention/windowed/windowed_attention.h"
 #include "oal/calib/calibrate.h"
 #include "oal/calib/problems.h"
 #include "oal/core/error.h"
@@ -16,8 +17,12 @@ int64_t head_dim(const LayerContext& c) { return c.input->data.q_train.size(3); 
 uint64_t seed(const LayerContext& c) { return c.options->seed; }
 
 attn::MethodShape shape(const LayerContext& c) {
-  return {c.input->layer, q_heads(c), kv_heads(c), head_dim(c)};
+  return {c.input->layer, q_heads(c), kv_heads(c), head_dim(c), c.options->window};
 }
+
+// c_h of a window-heavy start: the exact part outweighs the kernel by e^8 per key, so
+// the fit starts next to the windowed-only method and can only improve on it.
+constexpr double k_window_heavy_log_scale = -8.0;
 
 // Query head h's tensors (and its KV head's) as a one-head problem.
 FitData head_data(const FitData& d, int64_t h) {
@@ -57,10 +62,11 @@ class QuadraticCalibrator : public MethodCalibrator {
   std::vector<FitTask> tasks(const LayerContext& c) const override {
     std::vector<FitTask> out;
     const int64_t L = c.input->layer;
+    const bool windowed = !c.options->window.none();
     for (int64_t h = 0; h < q_heads(c); ++h)
       for (int i = 0; i < 3; ++i)
-        out.push_back({method_, names(grouped_)[i], L, h, [&c, h, i, g = grouped_] {
-                         const QuadraticProblem qp = quadratic_problem(init(g, c, h, i));
+        out.push_back({method_, names(grouped_, windowed)[i], L, h, [&c, h, i, g = grouped_] {
+                         const QuadraticProblem qp = problem(g, c, h, i);
                          const uint64_t s =
                              attn::derive_seed(seed(c), {c.input->layer, h, i, g ? 0x0b : 0x61});
                          return fit(qp.problem, head_data(c.input->data, h), c.options->fit, s);
@@ -77,17 +83,44 @@ class QuadraticCalibrator : public MethodCalibrator {
         if (results[3 * h + i].best_val < results[3 * h + best].best_val) best = i;
       for (int i = 0; i < 3; ++i)
         lf.reports.push_back(report(tasks[3 * h + i], results[3 * h + i], i == best));
-      lf.kernels.push_back(quadratic_problem(init(grouped_, c, h, best)).kernel_from(results[3 * h + best].best));
+      const FitResult& r = results[3 * h + best];
+      lf.kernels.push_back(problem(grouped_, c, h, best).kernel_from(r.best));
+      if (r.best.size() > 1) lf.log_scales.push_back(r.best[1].item<double>());
     }
     lf.method = attn::make_quadratic_method(lf.kernels);
+    if (!c.options->window.none()) {
+      auto base = std::dynamic_pointer_cast<const attn::QuadraticAttention>(lf.method);
+      lf.method = std::make_shared<attn::WindowedAttention>(
+          base, c.options->window, at::tensor(lf.log_scales, at::kDouble).to(at::kFloat));
+    }
     return lf;
   }
 
  private:
-  static const char* const* names(bool grouped) {
+  static const char* const* names(bool grouped, bool windowed) {
     static const char* const global[3] = {"taylor", "perturbed-1", "perturbed-2"};
     static const char* const oal[3] = {"global-embedded", "taylor", "global-perturbed"};
-    return grouped ? oal : global;
+    // Windowed: the global kernel's third start is window-heavy (k_window_heavy_log_scale).
+    static const char* const global_w[3] = {"taylor", "perturbed-1", "window-heavy"};
+    return grouped ? oal : windowed ? global_w : global;
+  }
+  // Start i of head h: the plain problem, or with a window the joint (L, c_h) problem,
+  // c_h from the fitted global kernel's (OAL), 0 (Taylor, perturbed) or window-heavy.
+  static QuadraticProblem problem(bool grouped, const LayerContext& c, int64_t h, int i) {
+    const attn::Window& w = c.options->window;
+    if (w.none()) return quadratic_problem(init(grouped, c, h, i));
+    double c0 = 0;
+    if (grouped && i != 1) {
+      check(c.global_log_scales != nullptr && size_t(h) < c.global_log_scales->size(),
+            "calibrate", "windowed OAL starts from the fitted windowed global kernel's c_h");
+      c0 = c.global_log_scales->at(h);
+    }
+    if (!grouped && i == 2) {
+      return windowed_quadratic_problem(
+          attn::QuadraticKernel::taylor(attn::QuadraticKernel::single_group(head_dim(c))),
+          k_window_heavy_log_scale, w);
+    }
+    return windowed_quadratic_problem(init(grouped, c, h, i), c0, w);
   }
   // Initialisation i of head h. Global: Taylor, then two perturbations of it. OAL: the
   // fitted global embedded into the head's groups, Taylor in the groups, the embedded

@@ -43,6 +43,7 @@ struct LayerContext {
   const CalibrationOptions* options = nullptr;
   const std::vector<attn::QuadraticKernel>* groups = nullptr;  // per query head (OAL)
   const std::vector<attn::QuadraticKernel>* global = nullptr;  // fitted global per head
+  const std::vector<double>* global_log_scales = nullptr;      // its c_h when windowed
 };
 
 // One independent fit: a query head (head >= 0) or a whole layer (head -1) of one
@@ -58,6 +59,7 @@ struct FitTask {
 struct LayerFit {
   std::shared_ptr<attn::AttentionMethod> method;
   std::vector<attn::QuadraticKernel> kernels;  // oal / global: the kept kernel per head
+  std::vector<double> log_scales;              // windowed oal / global: the kept c_h per head
   std::vector<FitReport> reports;
 };
 

@@ -4,6 +4,8 @@
 
 #include "oal/attention/baselines/feature_linear.h"
 #include "oal/attention/oal/oal_method.h"
+#include "oal/attention/windowed/windowed_attention.h"
+#include "oal/attention/windowed/windowed_reference.h"
 #include "oal/core/error.h"
 
 namespace oal::calib {
@@ -92,6 +94,53 @@ QuadraticProblem quadratic_problem(const attn::QuadraticKernel& init) {
     auto kernel = attn::QuadraticKernel::from_lower(groups, at::tril(L.detach().to(at::kDouble)), eps);
     attn::QuadraticAttention m = attn::QuadraticAttention::from_kernels({kernel}, {}, false);
     return m.forward(q, k, v);
+  };
+  return qp;
+}
+
+QuadraticProblem windowed_quadratic_problem(const attn::QuadraticKernel& init, double log_scale0,
+                                            const attn::Window& window) {
+  QuadraticProblem qp = quadratic_problem(init);
+  at::Tensor L = qp.problem.params.at(0);
+  at::Tensor c = leaf(at::full({1}, log_scale0, at::kDouble));
+  qp.problem.params.push_back(c);
+  const int64_t D = init.dim(), G = init.num_groups();
+  at::Tensor onehot = at::zeros({D, G}, at::kFloat);
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t r : qp.groups[g]) onehot[r][g] = 1.0f;
+  const double eps = qp.eps;
+  auto groups = qp.groups;
+  // Rows at `pos` against every key: log-weights of the windowed formula, normalised.
+  auto rows_out = [=](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                      const std::vector<int64_t>& pos) {
+    at::Tensor rows = q.index_select(2, at::tensor(pos, at::kLong));
+    at::Tensor scores = at::matmul(rows, k.transpose(-1, -2)) / std::sqrt(double(D));
+    at::Tensor log_kappa = quadratic_weights(rows, k, onehot, L, eps).log();
+    return attn::log_kernel_attention(
+        attn::windowed_log_weights(scores, log_kappa, c, window, pos), v, pos);
+  };
+  qp.problem.outputs_at = rows_out;
+  qp.problem.outputs = [=](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+    at::NoGradGuard g;
+    const int64_t T = q.size(2);
+    if (T * T * D > (int64_t(1) << 26)) {  // long blocks: the linear-time method
+      auto kernel = attn::QuadraticKernel::from_lower(groups, at::tril(L.detach().to(at::kDouble)), eps);
+      auto base = std::make_shared<attn::QuadraticAttention>(attn::QuadraticAttention::from_kernels({kernel}));
+      return attn::WindowedAttention(base, window, c.detach()).forward(q, k, v);
+    }
+    // Rows in blocks of 128 bound the [rows, T, D] intermediate of the factored weights.
+    std::vector<at::Tensor> ys;
+    for (int64_t b = 0; b < q.size(0); ++b) {
+      auto sl = [b](const at::Tensor& t) { return t.narrow(0, b, 1); };
+      std::vector<at::Tensor> parts;
+      for (int64_t r0 = 0; r0 < T; r0 += 128) {
+        std::vector<int64_t> pos;
+        for (int64_t i = r0; i < std::min(T, r0 + 128); ++i) pos.push_back(i);
+        parts.push_back(rows_out(sl(q), sl(k), sl(v), pos));
+      }
+      ys.push_back(at::cat(parts, 2));
+    }
+    return at::cat(ys, 0);
   };
   return qp;
 }

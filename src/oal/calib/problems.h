@@ -11,6 +11,7 @@
 #include "oal/attention/baselines/spectraformer.h"
 #include "oal/attention/baselines/taylorshift.h"
 #include "oal/attention/oal/quadratic.h"
+#include "oal/attention/windowed/window.h"
 #include "oal/calib/fit.h"
 
 namespace oal::calib {
@@ -30,6 +31,12 @@ struct QuadraticProblem {
   attn::QuadraticKernel kernel_from(const std::vector<at::Tensor>& values) const;
 };
 QuadraticProblem quadratic_problem(const attn::QuadraticKernel& init);
+// The same head beside an exact window (attention/windowed/): parameters L and c_h [1]
+// (fp32, from `log_scale0`), outputs by the windowed formula's log-weights over the
+// sampled rows (windowed_reference.h), so L and c_h are fitted jointly (Eq. 20 on the
+// windowed output).
+QuadraticProblem windowed_quadratic_problem(const attn::QuadraticKernel& init, double log_scale0,
+                                            const attn::Window& window);
 
 // One head of TaylorShift (tau [1], from `tau0`) / DiJiang (theta [1, D] from `theta0`
 // with the layer's fixed projection); the problem owns a one-head method.

@@ -36,6 +36,7 @@ void write_run(const fs::path& dir, const CalibrationResult& result,
   attn::MethodStore store;
   store.methods = options.methods;
   store.seed = options.seed;
+  store.window = options.window;
   store.layers = result.layers;
   store.kernels = result.kernels;
   nlohmann::json& j = store.meta;

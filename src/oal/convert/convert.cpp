@@ -10,6 +10,7 @@
 #include "oal/attention/method_store.h"
 #include "oal/attention/oal/oal_method.h"
 #include "oal/attention/registry.h"
+#include "oal/attention/windowed/windowed_attention.h"
 #include "oal/core/error.h"
 #include "oal/io/atomic_file.h"
 #include "oal/io/gguf.h"
@@ -37,15 +38,23 @@ void copy_file_atomic(const fs::path& from, const fs::path& to) {
 std::shared_ptr<attn::AttentionMethod> initial_method(const attn::MethodStore& run,
                                                       const model::ModelConfig& c,
                                                       const std::string& method, int64_t layer) {
-  const attn::MethodShape shape{layer, c.num_heads, c.num_kv_heads, c.head_dim};
+  const attn::MethodShape shape{layer, c.num_heads, c.num_kv_heads, c.head_dim, run.window};
   return attn::make_method(method, shape, run.seed, nullptr);
 }
 
 // Makes the kernel parameters of `m` trainable (a new OAL/global object; baselines in place).
+std::shared_ptr<attn::QuadraticAttention> trainable_quadratic(const attn::QuadraticAttention& q) {
+  return std::make_shared<attn::QuadraticAttention>(
+      attn::QuadraticAttention::from_kernels(q.to_kernels(), q.options(), true, at::kDouble));
+}
+
+// A windowed layer trains its kernel and its c_h jointly (new objects).
 std::shared_ptr<attn::AttentionMethod> make_trainable(std::shared_ptr<attn::AttentionMethod> m) {
-  if (auto* q = dynamic_cast<const attn::QuadraticAttention*>(m.get()))
-    return std::make_shared<attn::QuadraticAttention>(
-        attn::QuadraticAttention::from_kernels(q->to_kernels(), q->options(), true, at::kDouble));
+  if (auto* q = dynamic_cast<const attn::QuadraticAttention*>(m.get())) return trainable_quadratic(*q);
+  if (auto* w = dynamic_cast<const attn::WindowedAttention*>(m.get()))
+    return std::make_shared<attn::WindowedAttention>(
+        w->base() ? trainable_quadratic(*w->base()) : nullptr, w->window(), w->log_scale(),
+        /*trainable=*/w->base() != nullptr);
   for (auto p : m->parameters())
     if (p.is_leaf() && p.is_floating_point()) p.set_requires_grad(true);
   return m;
@@ -75,11 +84,23 @@ bool is_exact_method(const std::string& method) {
 
 std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> methods_from_calibration(
     const fs::path& calib_dir, const model::ModelWeights& weights, const std::string& method,
-    const std::vector<int64_t>& layers, bool trainable, KernelInit init) {
+    const std::vector<int64_t>& layers, bool trainable, KernelInit init,
+    const attn::Window& window) {
   std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> out;
   if (is_exact_method(method)) return out;
+  const bool window_only = attn::method_spec(method).kind == attn::MethodKind::window;
+  if (window_only && calib_dir.empty()) {  // nothing fitted: the window is the method
+    const model::ModelConfig& c = weights.config;
+    for (int64_t l : layers)
+      out[l] = attn::make_method(method, {l, c.num_heads, c.num_kv_heads, c.head_dim, window}, 0, nullptr);
+    return out;
+  }
   check(!calib_dir.empty(), k_op, "method '{}' needs a calibration run directory (--calib)", method);
   const attn::MethodStore run = attn::read_method_store(calib_dir);
+  check(window.none() || window == run.window, k_op,
+        "--sinks/--window ask for {} but the calibration run {} was fitted with {}: calibrate "
+        "with the same --sinks and --window",
+        window.describe(), calib_dir.string(), run.window.describe());
   model::validate_stored_methods(run, weights, method, layers);
   for (const auto& lm : run.layers) {
     if (std::find(layers.begin(), layers.end(), lm.layer) == layers.end()) continue;
@@ -122,8 +143,11 @@ void export_converted(const fs::path& out, const model::ModelWeights& weights,
       auto m = model.layer(l).attention;
       check(m && m->name() == method, k_op, "layer {} runs '{}', expected '{}'", l,
             m ? m->name() : "nothing", method);
-      if (auto* q = dynamic_cast<const attn::QuadraticAttention*>(m.get()))
-        kernels.layers[l] = q->to_kernels();
+      const auto* w = dynamic_cast<const attn::WindowedAttention*>(m.get());
+      if (w) store.window = w->window();
+      const attn::QuadraticAttention* q =
+          w ? w->base().get() : dynamic_cast<const attn::QuadraticAttention*>(m.get());
+      if (q) kernels.layers[l] = q->to_kernels();
       store.layers.push_back({l, {{method, m}}});
     }
     if (!kernels.layers.empty()) store.kernels[method] = kernels;

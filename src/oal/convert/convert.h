@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "oal/attention/method.h"
+#include "oal/attention/windowed/window.h"
 #include "oal/model/transformer.h"
 #include "oal/model/weights.h"
 
@@ -37,11 +38,14 @@ bool is_exact_method(const std::string& method);
 // or for a baseline under KernelInit::initial its initial parameters built with the
 // run's seed (same random draws as the run). With `trainable`, kernel parameters require
 // grad (OAL/global L rebuilt as a trainable leaf; baselines' parameters() switched to
-// requires_grad); "softmax" needs no run and returns an empty map.
+// requires_grad); "softmax" needs no run and returns an empty map. The layers run beside
+// the run's window (calibration.json "sinks", "window"); `window`, when set, must equal
+// it. The windowed-only method "window" needs no run: without one it is built from
+// `window` (W >= 1).
 std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> methods_from_calibration(
     const std::filesystem::path& calib_dir, const model::ModelWeights& weights,
     const std::string& method, const std::vector<int64_t>& layers, bool trainable,
-    KernelInit init = KernelInit::initial);
+    KernelInit init = KernelInit::initial, const attn::Window& window = {});
 
 // Trainable kernel tensors of the model's layers, named "attention.layers.<l>.<j>" (j the
 // index in the method's parameters()); only tensors with requires_grad.

@@ -26,7 +26,7 @@ ConvertResult run_convert(const ConvertOptions& o) {
   model::ModelWeights w = model::load_model(o.model);
   const ConversionPlan plan = plan_conversion(o, w.config.num_layers);
   const auto& layers = plan.layers;
-  auto methods = methods_from_calibration(o.calib, w, o.method, layers, false, o.init);
+  auto methods = methods_from_calibration(o.calib, w, o.method, layers, false, o.init, o.window);
   const fs::path tok = model::find_tokenizer(o.model, o.tokenizer);
   model::Transformer t(w);
   model::apply_hybrid(t, methods);

@@ -19,6 +19,7 @@ struct ConvertOptions {
   std::filesystem::path tokenizer;   // empty: found beside the model
   std::filesystem::path out;         // converted directory to write
   KernelInit init = KernelInit::initial;  // baselines from their initial values (App. F)
+  attn::Window window{};             // must match the run's; builds "window" without a run
 };
 
 // How the converted layers were chosen and where their parameters start, for printing.

@@ -58,7 +58,7 @@ DemoSection fidelity_demo(const FidelityDemoOptions& o, const ProgressFn& progre
   const model::Transformer m(model::load_model(o.model));
   calib::ModelCalibrationOptions co;
   co.ctx = o.ctx;
-  co.calibration.methods = attn::method_names();
+  co.calibration.methods = attn::method_names(attn::Window{});
   co.calibration.fit = calib::FitSettings::short_run(o.max_updates);
   co.calibration.seed = o.seed;
   co.calibration.progress = progress;

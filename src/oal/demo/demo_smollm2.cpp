@@ -58,7 +58,7 @@ DemoSection smollm2_demo(const SmolLM2DemoOptions& o, const ProgressFn& progress
   po.text_name = o.text;
   po.layers = {o.layer};
   po.prompts = o.prompts;
-  po.calibration.methods = attn::method_names();
+  po.calibration.methods = attn::method_names(attn::Window{});
   po.calibration.fit = calib::FitSettings::short_run(o.max_updates);
   po.calibration.seed = o.seed;
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("oal_demo_smollm2_{}", ::getpid());

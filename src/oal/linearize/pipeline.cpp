@@ -33,6 +33,8 @@ nlohmann::json fidelity_record(const FidelityResult& f, const Splits& splits, co
   j["text"] = o.text_name;
   j["grouping_prompts"] = splits.grouping_source;
   j["ctx"] = splits.ctx;
+  j["sinks"] = o.calibration.window.sinks;    // the exact window beside the linear methods
+  j["window"] = o.calibration.window.recent;
   return j;
 }
 

@@ -8,6 +8,7 @@
 #include "oal/attention/baselines/feature_method.h"
 #include "oal/attention/oal/oal_method.h"
 #include "oal/attention/registry.h"
+#include "oal/attention/windowed/windowed_attention.h"
 #include "oal/core/error.h"
 #include "oal/io/json_file.h"
 #include "oal/model/fingerprint.h"
@@ -25,6 +26,8 @@ struct Shape {
 };
 
 Shape method_shape(const attn::AttentionMethod& m) {
+  if (auto* w = dynamic_cast<const attn::WindowedAttention*>(&m))
+    return w->base() ? method_shape(*w->base()) : Shape{};
   if (auto* q = dynamic_cast<const attn::QuadraticAttention*>(&m))
     return {q->kernels().heads(), 0, q->kernels().dim()};
   if (auto* f = dynamic_cast<const attn::FeatureMapMethod*>(&m))
