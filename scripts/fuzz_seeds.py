@@ -231,6 +231,20 @@ def state_file_seeds(out):
     write(out, "state_file", "other-model.state", state_file("other", "conv-1", [5, 6, 7], [kv]))
 
 
+def windowed_state_seeds(out):
+    """Windowed layers (fuzz/fuzz_windowed_state.cpp: S = 2, W = 3, d = 4, one KV head):
+    a state past its window (sinks, a full ring and the HD state), one still filling its
+    ring, and one whose ring is one row short of its token count."""
+    def rows(name, n):
+        return (name, "f32", [1, 1, n, 4], struct.pack(f"<{4 * n}f", *[0.1 * i for i in range(4 * n)]))
+    hd = ("S", "f32", [1, 1, 15, 5], struct.pack("<75f", *[0.01 * i for i in range(75)]))
+    full = [rows("sink_k", 2), rows("sink_v", 2), rows("ring_k", 3), rows("ring_v", 3), hd]
+    filling = [rows("sink_k", 2), rows("sink_v", 2), rows("ring_k", 1), rows("ring_v", 1)]
+    write(out, "windowed_state", "past-window.state", state_file("fuzz-identity", "w", list(range(7)), [full]))
+    write(out, "windowed_state", "filling.state", state_file("fuzz-identity", "w", [1, 2, 3], [filling]))
+    write(out, "windowed_state", "short-ring.state", state_file("fuzz-identity", "w", list(range(4)), [filling]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path)
@@ -245,6 +259,7 @@ def main():
     eval_jsonl_seeds(a.out)
     gguf_seeds(a.out)
     state_file_seeds(a.out)
+    windowed_state_seeds(a.out)
     shared_used = [llama2c_model_seeds(a.out, a.shared), official_kernel_seed(a.out, a.shared)]
     shared_used += tokenizer_seeds(a.out, a.shared)
     if not (a.shared / "tok512.bin").exists():

@@ -9,13 +9,13 @@ from .errors import Error, translated
 # OAL_SIMD (a SIMD target, e.g. avx2) and OAL_GEMM (own, blas, auto), as for the CLI.
 translated(__import__("torch").ops.oal.apply_env)()
 from .ops import (attention, empty_state, feature_dim, kernel_path, reference, simd_path,
-                  softmax_attention, step)
+                  softmax_attention, step, windowed_attention)
 from .kernels import HeadKernel, LayerKernels, ModelKernels, load_kernels, taylor_lower
 from .modules import DecodeState, QuadraticAttention
 from .converter import OalSelfAttention, apply_rotary, convert
 
 __all__ = [
-    "Error", "attention", "step", "softmax_attention", "simd_path", "kernel_path", "reference",
+    "Error", "attention", "step", "softmax_attention", "windowed_attention", "simd_path", "kernel_path", "reference",
     "feature_dim", "empty_state", "HeadKernel", "LayerKernels", "ModelKernels",
     "load_kernels", "taylor_lower", "QuadraticAttention", "DecodeState",
     "OalSelfAttention", "apply_rotary", "convert",

@@ -46,6 +46,18 @@ def step(q, k, v, group_of, L, eps, state):
 
 
 @translated
+def windowed_attention(q, k, v, group_of, L, log_scale, sinks, window, eps=1e-6, chunk=64):
+    """Windowed OAL (docs/operator.md "Windowed evaluation"): exact softmax weights on the
+    first ``sinks`` tokens and the last ``window`` tokens of each query (itself included),
+    the OAL kernel for every older key, under one normaliser; ``log_scale`` [Hq] is the
+    per-head log-scale c_h of the exact part. ``group_of = L = None`` gives the
+    windowed-only method. Differentiable w.r.t. q, k, v, L and log_scale; without
+    gradients fp32/bf16 CPU inputs take the CPU kernels. Returns y [B, Hq, T, Dv]."""
+    return torch.ops.oal.windowed_attention(q, k, v, group_of, L, float(eps), log_scale,
+                                            int(sinks), int(window), int(chunk))
+
+
+@translated
 def softmax_attention(q, k, v, scale=None):
     """Exact causal softmax attention (flash CPU kernel forward), GQA; k and v may be
     longer than q (S >= T: the queries are the last T positions)."""

@@ -44,6 +44,24 @@ def softmax_attention(q, k, v, scale=None):
     return torch.softmax(s, -1) @ v
 
 
+def windowed_attention(q, k, v, group_of, L, eps, log_scale, sinks, window):
+    """The windowed formula pairwise: exp(s - c_h) on the sinks and the last `window` keys
+    of each query, the OAL weight on the older ones, one normaliser (fp64 in, fp64 out).
+    group_of = L = None: no kernel part."""
+    Hq, T = q.shape[1], q.shape[2]
+    kr, vr = repeat_kv(k, Hq), repeat_kv(v, Hq)
+    s = (q @ kr.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    i = torch.arange(T).unsqueeze(1)
+    j = torch.arange(T).unsqueeze(0)
+    exact = (j <= i) & ((j < sinks) | (i - j < window))
+    linear = (j <= i) & ~exact
+    logw = torch.where(exact, s - log_scale.view(1, Hq, 1, 1), torch.full_like(s, float("-inf")))
+    if L is not None:
+        logk = oal_weights(q, kr, group_of, L, eps).log()
+        logw = torch.where(linear, logk, logw)
+    return torch.softmax(logw, -1) @ vr
+
+
 def random_kernels(heads, d, max_groups, dtype=torch.float64, generator=None):
     """Random per-head groups (1..max_groups groups, none empty) and L with a positive
     diagonal of moderate size (weights stay O(1) for O(1) inputs)."""

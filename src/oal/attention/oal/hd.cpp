@@ -2,6 +2,7 @@
 
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -62,7 +63,9 @@ at::Tensor extend_simd(const AttentionDims& s, const at::Tensor& q, const at::Te
                             state.S.data_ptr<float>(), *ws);
   } else {
     kc::OalPrefillOptions o;
-    o.chunk = chunk;
+    // A chunk longer than the call is one chunk of q_len: the same numbers, with scratch
+    // sized for the tokens at hand (a one-token windowed step would size it for 64).
+    o.chunk = std::min(chunk, s.q_len);
     o.denominators = den;
     kc::oal_prefill_f32(s, plan, qf.data_ptr<float>(), kf.data_ptr<float>(), vf.data_ptr<float>(),
                         readout ? y.data_ptr<float>() : nullptr, state.S.data_ptr<float>(), o);

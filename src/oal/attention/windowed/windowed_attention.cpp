@@ -258,7 +258,8 @@ void WindowedDecodeState::restore(const StateSnapshot& snap) {
   check(float_t && sv.scalar_type() == sk.scalar_type() && rk.scalar_type() == sk.scalar_type() &&
             rv.scalar_type() == sk.scalar_type(),
         k_state_op, "restore: sink and ring rows must share one fp32 or fp64 dtype");
-  check(sk.size(0) == batch_ && Hkv >= 1 && method_.q_heads() % Hkv == 0 && D >= 1 &&
+  // (Without a base the layer has no head count of its own: any Hkv.)
+  check(sk.size(0) == batch_ && Hkv >= 1 && (!method_.base() || method_.q_heads() % Hkv == 0) && D >= 1 &&
             Dv >= 1 && sk.size(2) == sinks && sv.sizes() == at::IntArrayRef({batch_, Hkv, sinks, Dv}) &&
             rk.sizes() == at::IntArrayRef({batch_, Hkv, ring, D}) &&
             rv.sizes() == at::IntArrayRef({batch_, Hkv, ring, Dv}),
