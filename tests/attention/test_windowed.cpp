@@ -132,6 +132,33 @@ TEST(WindowedDecodeState, StepsAndPiecesMatchForward) {
     }
 }
 
+// The one-token CPU step (simd/window_decode.h with the fused OAL decode step), taken
+// once the window is full for fp32 inputs without autograd, against the fp64 reference
+// over the shape sweep: fp32 state readout and exact sums (as the fp32 forward, 2e-4).
+TEST(WindowedDecodeState, CpuStepMatchesReferenceAcrossShapes) {
+  for (const Shape& sh : k_shapes)
+    for (const Window& w : {Window{0, 1}, Window{4, 8}, Window{1, 20}})
+      for (bool with_base : {true, false}) {
+        if (sh.T < w.sinks + w.recent + 2) continue;  // a few steps past a full window
+        WindowedAttention m(with_base ? quadratic(sh.hq, sh.d, sh.chunk, 7) : nullptr, w, scales(sh.hq, 3));
+        auto q = randn({sh.batch, sh.hq, sh.T, sh.d}, 11), k = randn({sh.batch, sh.hkv, sh.T, sh.d}, 12),
+             v = randn({sh.batch, sh.hkv, sh.T, sh.d}, 13);
+        c10::NoGradGuard g;
+        const at::Tensor ref = reference(m, q, k, v);
+        auto st = m.new_state(sh.batch);
+        const int64_t t0 = w.sinks + w.recent;  // prefill up to a full window, then steps
+        std::vector<at::Tensor> ys{st->extend(q.narrow(2, 0, t0).to(at::kFloat),
+                                              k.narrow(2, 0, t0).to(at::kFloat),
+                                              v.narrow(2, 0, t0).to(at::kFloat))};
+        for (int64_t t = t0; t < sh.T; ++t)
+          ys.push_back(st->step(q.select(2, t).to(at::kFloat), k.select(2, t).to(at::kFloat),
+                                v.select(2, t).to(at::kFloat)).unsqueeze(2));
+        EXPECT_LT(rel_err(at::cat(ys, 2), ref), 2e-4)
+            << "T=" << sh.T << " d=" << sh.d << " Hq/Hkv=" << sh.hq << "/" << sh.hkv << " "
+            << w.describe() << " base " << with_base;
+      }
+}
+
 TEST(WindowedDecodeState, StateBytesDoNotGrowWithPosition) {
   WindowedAttention m(quadratic(2, 8, 8, 3), {4, 16}, scales(2, 4));
   auto st = m.new_state(1);

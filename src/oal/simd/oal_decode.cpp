@@ -6,6 +6,7 @@
 #include <hwy/foreach_target.h>
 #include <hwy/highway.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "oal/core/error.h"
@@ -143,7 +144,8 @@ void fused_pass(const Pass& p) {
 
 // One decode step for KV head unit u (batch-major): features, fused pass, outputs.
 void decode_unit(const OalPlan& plan, int64_t kv_heads, const float* q, const float* k,
-                 const float* v, float* y, float* state, OalDecodeWorkspace& ws, int64_t u) {
+                 const float* v, float* y, float* state, OalDecodeWorkspace& ws, float* sums,
+                 int64_t u) {
   const int64_t d = plan.dim, dv = ws.value_dim(), df = plan.feature_dim();
   const int64_t group = ws.group(), gp = ws.group_pad();
   const int64_t b = u / kv_heads, h0 = (u % kv_heads) * group;
@@ -165,7 +167,10 @@ void decode_unit(const OalPlan& plan, int64_t kv_heads, const float* q, const fl
     if (!(den > 0.0f) || !std::isfinite(den))
       fail("oal_decode_kernel", "readout denominator not positive ({}) at query head {}: expected > 0",
            den, h0 + h);
-    scaled_product(1.0f / den, a, nullptr, y + (b * plan.q_heads + h0 + h) * dv, dv);
+    if (sums != nullptr)
+      std::copy(a, a + dv + 1, sums + (b * plan.q_heads + h0 + h) * (dv + 1));
+    else
+      scaled_product(1.0f / den, a, nullptr, y + (b * plan.q_heads + h0 + h) * dv, dv);
   }
 }
 
@@ -201,13 +206,13 @@ OalDecodeWorkspace::OalDecodeWorkspace(int64_t batch, int64_t kv_heads, int64_t 
 
 void oal_decode_step_f32(const OalPlan& plan, int64_t kv_heads, const float* q, const float* k,
                          const float* v, float* y, float* state, OalDecodeWorkspace& ws,
-                         int threads) {
+                         int threads, float* sums) {
   check(ws.kv_heads() == kv_heads && ws.group() * kv_heads == plan.q_heads &&
             ws.dim() == plan.dim,
         k_op, "workspace for Hkv={} group={} d={} does not match Hkv={} Hq={} d={}",
         ws.kv_heads(), ws.group(), ws.dim(), kv_heads, plan.q_heads, plan.dim);
   parallel_items(ws.batch() * kv_heads, threads, [&](int64_t, int64_t u) {
-    HWY_DYNAMIC_DISPATCH(decode_unit)(plan, kv_heads, q, k, v, y, state, ws, u);
+    HWY_DYNAMIC_DISPATCH(decode_unit)(plan, kv_heads, q, k, v, y, state, ws, sums, u);
   });
 }
 

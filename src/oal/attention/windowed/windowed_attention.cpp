@@ -5,12 +5,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <tuple>
 
 #include "oal/attention/oal/hd.h"
 #include "oal/attention/qkv_shape.h"
+#include "oal/attention/simd_path.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
+#include "oal/simd/window_decode.h"
 
 namespace oal::attn {
 namespace {
@@ -180,6 +184,7 @@ at::Tensor WindowedDecodeState::extend(const at::Tensor& q, const at::Tensor& k,
         shape_str(k), shape_str(v), c10::toString(q.scalar_type()));
   const int64_t T = s.q_len;
   if (T == 0) return at::zeros({s.batch, s.q_heads, 0, s.value_dim}, q.options());
+  if (step_blocker(s, q, k, v).empty()) return step_simd(s, q, k, v);
   const Window& w = method_.window();
   const int64_t p0 = tokens_;
   const at::Tensor qc = q.to(ct), kc = k.to(ct), vc = v.to(ct);
@@ -221,6 +226,64 @@ at::Tensor WindowedDecodeState::extend(const at::Tensor& q, const at::Tensor& k,
   // Without a linear part c_h cancels: one zero serves every head.
   const at::Tensor c = method_.base() ? method_.log_scale().to(ct) : at::zeros({1}, qc.options());
   return combine(ex.m, ex.a, ex.z, num, den, c).to(q.scalar_type());
+}
+
+std::string WindowedDecodeState::step_blocker(const AttentionDims& s, const at::Tensor& q,
+                                              const at::Tensor& k, const at::Tensor& v) const {
+  const Window& w = method_.window();
+  if (s.q_len != 1) return "more than one token";
+  if (w.recent < 1 || tokens_ < w.sinks + w.recent) return "the window is not full yet";
+  if (sink_k_.scalar_type() != at::kFloat) return "the rows are not fp32";
+  std::string why = simd_blocker(q, k, v);
+  if (!why.empty()) return why;
+  if (records_grad(method_.log_scale())) return "autograd is recording through c_h";
+  if (const auto& base = method_.base()) {
+    if (base->options().backend == HdBackend::aten) return "the ATen backend was requested";
+    if (records_grad(base->kernels().L)) return "autograd is recording through L";
+  }
+  return "";
+}
+
+at::Tensor WindowedDecodeState::step_simd(const AttentionDims& s, const at::Tensor& q,
+                                          const at::Tensor& k, const at::Tensor& v) {
+  const Window& w = method_.window();
+  const int64_t B = s.batch, Hkv = s.kv_heads, D = s.dim, Dv = s.value_dim, W = w.recent;
+  for (at::Tensor* t : {&sink_k_, &sink_v_, &ring_k_, &ring_v_})
+    if (!t->is_contiguous()) *t = t->contiguous();
+  const at::Tensor qf = q.to(at::kFloat).contiguous(), kf = k.to(at::kFloat).contiguous(),
+                   vf = v.to(at::kFloat).contiguous();
+  at::Tensor sums;
+  if (const auto& base = method_.base()) {  // the row leaving the ring enters the state
+    if (!hd_) hd_ = HdState::zeros(B, Hkv, D, Dv, at::kFloat, q.device());
+    if (!ws_) ws_ = std::make_unique<simd::OalDecodeWorkspace>(B, Hkv, s.group_size(), D, Dv);
+    const at::Tensor k_out = ring_k_.select(2, 0).contiguous(), v_out = ring_v_.select(2, 0).contiguous();
+    sums = at::empty({B, s.q_heads, Dv + 1}, qf.options());
+    simd::oal_decode_step_f32(*base->options().plan_cache->get(base->kernels()), Hkv,
+                              qf.data_ptr<float>(), k_out.data_ptr<float>(),
+                              v_out.data_ptr<float>(), nullptr, hd_->S.data_ptr<float>(), *ws_,
+                              0, sums.data_ptr<float>());
+    hd_->tokens += 1;
+  }
+  // Shift the ring by one row in place (W rows per unit) and append the new token.
+  for (auto [ring, row, width] : {std::tuple{&ring_k_, &kf, D}, std::tuple{&ring_v_, &vf, Dv}}) {
+    float* r = ring->data_ptr<float>();
+    const float* x = row->data_ptr<float>();
+    for (int64_t u = 0; u < B * Hkv; ++u) {
+      float* ru = r + u * W * width;
+      std::memmove(ru, ru + width, sizeof(float) * (W - 1) * width);
+      std::memcpy(ru + (W - 1) * width, x + u * width, sizeof(float) * width);
+    }
+  }
+  at::Tensor y = at::empty({B, s.q_heads, 1, Dv}, qf.options());
+  const at::Tensor c = method_.base() ? method_.log_scale().to(at::kFloat).contiguous()
+                                      : at::zeros({s.q_heads}, qf.options());
+  simd::window_decode_f32({B, s.q_heads, Hkv, D, Dv, sink_k_.size(2), W}, qf.data_ptr<float>(),
+                          sink_k_.data_ptr<float>(), sink_v_.data_ptr<float>(),
+                          ring_k_.data_ptr<float>(), ring_v_.data_ptr<float>(),
+                          sums.defined() ? sums.data_ptr<float>() : nullptr, c.data_ptr<float>(),
+                          y.data_ptr<float>());
+  tokens_ += 1;
+  return y.to(q.scalar_type());
 }
 
 int64_t WindowedDecodeState::state_bytes() const {

@@ -29,6 +29,7 @@
 #include "oal/attention/oal/hd_state.h"
 #include "oal/attention/oal/oal_method.h"
 #include "oal/attention/windowed/window.h"
+#include "oal/simd/oal_decode.h"
 
 namespace oal::attn {
 
@@ -92,12 +93,23 @@ class WindowedDecodeState : public DecodeState {
   };
   ExactSums exact_part(const at::Tensor& q, const at::Tensor& all_k, const at::Tensor& all_v,
                        int64_t sinks_held) const;
+  // Whether one token can take the CPU step (simd/window_decode.h): the window is full,
+  // fp32/bf16 CPU inputs without autograd, fp32 rows, and the kernel's inputs the fused
+  // OAL decode step takes. "" when it can (the reason otherwise).
+  std::string step_blocker(const AttentionDims& s, const at::Tensor& q, const at::Tensor& k,
+                           const at::Tensor& v) const;
+  // The CPU step: the ring's oldest row into the HD state and its unnormalised readout
+  // (oal_decode_step_f32), the ring shifted in place, the exact part and the combination
+  // (window_decode_f32). Same numbers as extend() up to fp32 summation order.
+  at::Tensor step_simd(const AttentionDims& s, const at::Tensor& q, const at::Tensor& k,
+                       const at::Tensor& v);
 
   const WindowedAttention& method_;
   int64_t batch_;
   int64_t tokens_ = 0;
   at::Tensor sink_k_, sink_v_, ring_k_, ring_v_;  // compute dtype, created at first tokens
   std::optional<HdState> hd_;                      // with a base, once keys leave the ring
+  std::unique_ptr<simd::OalDecodeWorkspace> ws_;   // the CPU step's, sized at its first use
 };
 
 }  // namespace oal::attn
