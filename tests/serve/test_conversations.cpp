@@ -26,14 +26,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Layer 0 softmax, layer 1 the learned global kernel (an HD state), layer 2 Performer.
+// Layer 0 softmax, layer 1 the learned global kernel (an HD state), layer 2 Performer,
+// layer 3 the global kernel beside 1 sink and a 2-token window (sinks, ring, HD state).
 std::unique_ptr<model::Transformer> mixed_model(int64_t context = 128) {
-  model::ModelWeights w = test::tiny_weights(5);
+  model::ModelWeights w = test::tiny_weights(5, 4);
   w.config.max_position_embeddings = context;
   auto m = std::make_unique<model::Transformer>(w);
   const attn::MethodShape shape{.layer = 1, .q_heads = 2, .kv_heads = 1, .head_dim = 8};
   m->set_attention(1, attn::make_method("global", shape, 3, nullptr));
   m->set_attention(2, attn::make_method("performer", {.layer = 2, .q_heads = 2, .kv_heads = 1, .head_dim = 8}, 3, nullptr));
+  m->set_attention(3, attn::make_method("global", {.layer = 3, .q_heads = 2, .kv_heads = 1, .head_dim = 8, .window = {1, 2}}, 3, nullptr));
   return m;
 }
 
@@ -76,9 +78,9 @@ TEST(StateFile, RoundTripsEveryLayerKind) {
   const serve::SavedConversation back = serve::decode_state_file(bytes, id);
   EXPECT_EQ(back.id, "conv-a");
   EXPECT_EQ(back.tokens, c.tokens);
-  ASSERT_EQ(back.layers.size(), 3u);
+  ASSERT_EQ(back.layers.size(), 4u);
   const auto want = saved(c);
-  for (size_t l = 0; l < 3; ++l) {
+  for (size_t l = 0; l < 4; ++l) {
     ASSERT_EQ(back.layers[l].tensors.size(), want.layers[l].tensors.size());
     for (size_t i = 0; i < want.layers[l].tensors.size(); ++i) {
       EXPECT_EQ(back.layers[l].tensors[i].first, want.layers[l].tensors[i].first);
