@@ -245,6 +245,17 @@ def windowed_state_seeds(out):
     write(out, "windowed_state", "short-ring.state", state_file("fuzz-identity", "w", list(range(4)), [filling]))
 
 
+def layer_scores_seeds(out):
+    """`oal layer-scores --out` files: three scored layers, and one with a single head."""
+    def scores(layers):
+        return json.dumps({"format": "oal-layer-scores", "version": 1, "sinks": 4, "window": 64,
+                           "ctx": 1024, "sequences": 8,
+                           "layers": [{"layer": l, "mass_beyond_window": sum(h) / len(h), "heads": h}
+                                      for l, h in layers]})
+    write(out, "layer_scores", "three.json", scores([(3, [0.1, 0.2]), (5, [0.4, 0.0]), (9, [0.3, 0.3])]))
+    write(out, "layer_scores", "one.json", scores([(0, [0.5])]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path)
@@ -260,6 +271,7 @@ def main():
     gguf_seeds(a.out)
     state_file_seeds(a.out)
     windowed_state_seeds(a.out)
+    layer_scores_seeds(a.out)
     shared_used = [llama2c_model_seeds(a.out, a.shared), official_kernel_seed(a.out, a.shared)]
     shared_used += tokenizer_seeds(a.out, a.shared)
     if not (a.shared / "tok512.bin").exists():

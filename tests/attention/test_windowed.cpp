@@ -13,6 +13,7 @@
 #include "oal/attention/oal/oal_method.h"
 #include "oal/attention/softmax/softmax.h"
 #include "oal/attention/windowed/windowed_attention.h"
+#include "oal/attention/windowed/window_mass.h"
 #include "oal/attention/windowed/windowed_reference.h"
 #include "oal/core/error.h"
 #include "test_util.h"
@@ -292,6 +293,23 @@ TEST(WindowedAttention, RefusesImpossibleWindowsAndShapes) {
   oal::test::expect_error(
       [&] { m.forward(randn({1, 3, 5, 8}, 1), randn({1, 1, 5, 8}, 2), randn({1, 1, 5, 8}, 3)); },
       {"[windowed_decode]", "query heads"});
+}
+
+// The weight beyond the window, against the softmax weights of the naive reference: all
+// of it without a window, none when the window covers the sequence, and in between the
+// sum of the weights on R_i averaged over positions (fp64, rounding only).
+TEST(WindowMass, MatchesSoftmaxWeightsBeyondTheWindow) {
+  auto q = randn({2, 4, 40, 8}, 1), k = randn({2, 2, 40, 8}, 2);
+  EXPECT_LT((mass_beyond_window(q, k, {0, 0}) - 1.0).abs().max().item<double>(), 1e-12);
+  EXPECT_LT(mass_beyond_window(q, k, {0, 40}).abs().max().item<double>(), 1e-15);
+  const Window w{2, 5};
+  const at::Tensor kr = k.repeat_interleave(2, 1);
+  at::Tensor s = at::matmul(q, kr.transpose(-1, -2)) / std::sqrt(8.0);
+  const at::Tensor pos = at::arange(40, at::kLong);
+  s = s.masked_fill((pos.unsqueeze(0) <= pos.unsqueeze(1)).logical_not(), -INFINITY);
+  const at::Tensor want = (at::softmax(s, -1) * linear_mask(pos, pos, w).to(at::kDouble)).sum(-1).mean(at::IntArrayRef{0, 2});
+  EXPECT_LT((mass_beyond_window(q, k, w) - want).abs().max().item<double>(), 1e-12);
+  oal::test::expect_error([&] { mass_beyond_window(q, k.narrow(2, 0, 30), w); }, {"[mass_beyond_window]"});
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -191,5 +192,60 @@ TEST(CliCalibration, LinearizeResumesWhatARunFinishedAndRefusesOtherSettings) {
   EXPECT_NE(other.err.find("'prompts' is 40 there and 30 now"), std::string::npos)
       << other.err;
   EXPECT_EQ(oal::test::read_file(run / "kernels-oal.json"), kernels);
+  fs::remove_all(dir);
+}
+
+// Windowed layers end to end on stories260K: linearize beside a window (oal, global and
+// the windowed-only method, fitted jointly with c_h), the layers scored by their weight
+// beyond the window, the two least-attending converted (auto:2) from the run, and the
+// converted model scored by `oal ppl`. A window run refuses the feature-map baselines.
+TEST(CliCalibration, WindowedLinearizeScoreConvertAndPerplexity) {
+  const auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
+  const auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
+  const fs::path dir = temp_dir("windowed"), run = dir / "run";
+  const std::string common = " --model '" + model.string() + "' --text '" + text.string() + "' --ctx 128";
+  Result lin = run_oal("linearize" + common + " --layers 1-3 --bootstrap 50 --max-updates 20 "
+                       "--val-every 10 --patience 20 --sinks 2 --window 8 --quiet --json --out '" +
+                       run.string() + "'", dir);
+  ASSERT_EQ(lin.status, 0) << lin.err;
+  const auto j = nlohmann::json::parse(lin.out);
+  EXPECT_EQ(j["order"], nlohmann::json({"softmax", "oal", "global", "window"}));
+  EXPECT_EQ(j["sinks"], 2);
+  EXPECT_EQ(j["window"], 8);
+  for (const char* m : {"oal", "global", "window"}) {
+    const double rel = j["methods"][m]["relmse_before_wo"].get<double>();
+    EXPECT_TRUE(rel > 0 && rel < 1) << m << " " << rel;
+  }
+  EXPECT_TRUE(fs::exists(run / "window.safetensors"));
+
+  Result scores = run_oal("layer-scores" + common + " --blocks 0-3 --sinks 2 --window 8 --quiet --json --out '" +
+                          (dir / "scores.json").string() + "'", dir);
+  ASSERT_EQ(scores.status, 0) << scores.err;
+  const auto sj = nlohmann::json::parse(scores.out);
+  ASSERT_EQ(sj["layers"].size(), 5u);
+  for (const auto& l : sj["layers"]) {
+    const double m = l["mass_beyond_window"].get<double>();
+    EXPECT_TRUE(m >= 0 && m <= 1) << m;
+  }
+
+  Result conv = run_oal("convert --model '" + model.string() + "' --calib '" + run.string() +
+                        "' --method oal --layers auto:2 --layer-scores '" + (dir / "scores.json").string() +
+                        "' --json --out '" + (dir / "conv").string() + "'", dir);
+  ASSERT_EQ(conv.status, 0) << conv.err;
+  const auto cj = nlohmann::json::parse(conv.out);
+  EXPECT_EQ(cj["layers"].size(), 2u);
+  EXPECT_NE(cj["layer_range"].get<std::string>().find("auto"), std::string::npos);
+  for (const auto& l : cj["layers"]) EXPECT_TRUE(l.get<int64_t>() >= 1 && l.get<int64_t>() <= 3) << l;
+
+  Result ppl = run_oal("ppl --model '" + (dir / "conv").string() + "' --text '" + text.string() +
+                       "' --ctx 128 --max-blocks 2 --quiet --json", dir);
+  ASSERT_EQ(ppl.status, 0) << ppl.err;
+  const double p = nlohmann::json::parse(ppl.out)["ppl"].get<double>();
+  EXPECT_TRUE(std::isfinite(p) && p > 1) << p;
+
+  Result refused = run_oal("calibrate" + common + " --methods taylorshift --window 8 --out '" +
+                           (dir / "no").string() + "'", dir);
+  EXPECT_NE(refused.status, 0);
+  EXPECT_NE(refused.err.find("cannot be fitted beside a window"), std::string::npos) << refused.err;
   fs::remove_all(dir);
 }

@@ -16,11 +16,13 @@
 #include "oal/attention/oal/quadratic.h"
 #include "oal/attention/windowed/windowed_attention.h"
 #include "oal/convert/convert.h"
+#include "oal/convert/convert_run.h"
 #include "oal/core/error.h"
 #include "oal/io/json_file.h"
 #include "oal/model/converted.h"
 #include "oal/model/fingerprint.h"
 #include "oal/model/hybrid.h"
+#include "oal/model/layer_scores.h"
 #include "oal/model/transformer.h"
 #include "common/tiny_model.h"
 
@@ -228,6 +230,31 @@ TEST(ConvertedDir, WindowedLayersKeepTheirWindowAndLogScale) {
   EXPECT_EQ(only.at(0)->name(), "window");
   EXPECT_NE(error_of([&] { methods_from_calibration("", w, "window", {1}, false); }).find("at least 1 token"),
             std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+// --layers auto:K: the K scored layers with the least softmax weight beyond the window.
+TEST(ConvertPlan, AutoLayersTakeTheLeastAttendingScoredLayers) {
+  const auto dir = test::make_temp_dir("convert_auto");
+  model::LayerScores scores{{1, 3}, 64, 2, {{0, {0.4, 0.4}}, {1, {0.1, 0.2}}, {2, {0.05, 0.05}}}};
+  std::ofstream(dir / "scores.json") << model::layer_scores_to_json(scores).dump();
+  ConvertOptions o;
+  o.layers = "auto:2";
+  o.layer_scores = dir / "scores.json";
+  const ConversionPlan p = plan_conversion(o, 3);
+  EXPECT_EQ(p.layers, (std::vector<int64_t>{1, 2}));
+  EXPECT_NE(p.range_rule.find("auto: the 2 of 3"), std::string::npos) << p.range_rule;
+  o.window = {2, 3};
+  EXPECT_NE(error_of([&] { plan_conversion(o, 3); }).find("ask for S=2,W=3"), std::string::npos);
+  o.window = {};
+  EXPECT_NE(error_of([&] { plan_conversion(o, 2); }).find("the model has 2 layers"), std::string::npos);
+  o.layers = "auto:two";
+  EXPECT_NE(error_of([&] { plan_conversion(o, 3); }).find("expected auto:K"), std::string::npos);
+  o.layers = "auto:4";
+  EXPECT_NE(error_of([&] { plan_conversion(o, 3); }).find("expected 1 to 3 layers"), std::string::npos);
+  o.layers = "auto:2";
+  o.layer_scores.clear();
+  EXPECT_NE(error_of([&] { plan_conversion(o, 3); }).find("needs --layer-scores"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

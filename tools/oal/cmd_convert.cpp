@@ -47,7 +47,9 @@ oal::cli::Registrar reg{
           ->capture_default_str();
       app.add_option("--layers", a->o.layers,
                      "'default' (24+ layers: all but the first and last three, e.g. 3-20 of 24; "
-                     "fewer: all but the first and last, e.g. 1-14 of 16) or a list such as 1-3")
+                     "fewer: all but the first and last, e.g. 1-14 of 16), a list such as 1-3, or "
+                     "auto:K (the K layers with the least attention beyond the window; needs "
+                     "--layer-scores)")
           ->capture_default_str();
       app.add_option("--init", a->init,
                      "Kernel parameters: initial = baselines from their own initial values, OAL "
@@ -61,6 +63,8 @@ oal::cli::Registrar reg{
       app.add_option("--window", a->o.window.recent,
                      "Recent tokens attended exactly (must match the calibration run)")
           ->capture_default_str();
+      app.add_option("--layer-scores", a->o.layer_scores,
+                     "Scores from `oal layer-scores --out FILE`, for --layers auto:K");
       app.add_option("--out", a->out, "Output directory")->required();
       app.add_option("--tokenizer", a->tokenizer, "Tokenizer file (default: beside the model)");
       app.add_flag("--json", a->json, "Machine-readable output");

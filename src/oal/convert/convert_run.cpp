@@ -5,15 +5,49 @@
 #include "oal/core/error.h"
 #include "oal/model/find_tokenizer.h"
 #include "oal/model/hybrid.h"
+#include "oal/model/layer_scores.h"
 #include "oal/model/load.h"
 
 namespace oal::convert {
 namespace fs = std::filesystem;
 
+namespace {
+
+// "auto:K" with its scores file: the K layers that need full attention least.
+void plan_auto_layers(const ConvertOptions& o, int64_t num_layers, ConversionPlan& p) {
+  const std::string k_text = o.layers.substr(5);
+  int64_t k = 0;
+  try {
+    size_t used = 0;
+    k = std::stoll(k_text, &used);
+    check(used == k_text.size(), "convert", "");
+  } catch (const std::exception&) {
+    fail("convert", "--layers '{}': expected auto:K with K a layer count, e.g. auto:24", o.layers);
+  }
+  check(!o.layer_scores.empty(), "convert",
+        "--layers {} needs --layer-scores FILE (written by `oal layer-scores --out FILE`)", o.layers);
+  const model::LayerScores s = model::read_layer_scores(o.layer_scores);
+  check(o.window.none() || o.window == s.window, "convert",
+        "{} scored layers beside {} but --sinks/--window ask for {}", o.layer_scores.string(),
+        s.window.describe(), o.window.describe());
+  for (const auto& l : s.layers)
+    check(l.layer < num_layers, "convert", "{} scores layer {}: the model has {} layers",
+          o.layer_scores.string(), l.layer, num_layers);
+  p.layers = model::least_window_mass_layers(s, k);
+  p.range_rule = fmt::format("auto: the {} of {} scored layers with the least softmax weight beyond {} ({})",
+                             k, s.layers.size(), s.window.describe(), o.layer_scores.string());
+}
+
+}  // namespace
+
 ConversionPlan plan_conversion(const ConvertOptions& o, int64_t num_layers) {
   ConversionPlan p;
   p.from_calibration = starts_from_calibration(o.method, o.init);
   if (is_exact_method(o.method)) return p;
+  if (o.layers.rfind("auto:", 0) == 0) {
+    plan_auto_layers(o, num_layers, p);
+    return p;
+  }
   p.layers = model::parse_converted_layers(o.layers, num_layers);
   p.range_rule = o.layers.empty() || o.layers == "default"
                      ? model::default_range_rule(num_layers)

@@ -15,7 +15,10 @@ struct ConvertOptions {
   std::string model;                 // source model path
   std::filesystem::path calib;       // calibration run directory (not for "softmax")
   std::string method = attn::names::oal;  // a registered method (attention/registry.h)
-  std::string layers = "default";    // "default" (model/hybrid.h rule) or an index list ("1-3")
+  // "default" (model/hybrid.h rule), an index list ("1-3"), or "auto:K": the K layers
+  // whose heads put the least softmax weight beyond the window (`layer_scores`).
+  std::string layers = "default";
+  std::filesystem::path layer_scores;  // `oal layer-scores --out` JSON, for "auto:K"
   std::filesystem::path tokenizer;   // empty: found beside the model
   std::filesystem::path out;         // converted directory to write
   KernelInit init = KernelInit::initial;  // baselines from their initial values (App. F)

@@ -1,0 +1,72 @@
+// `oal layer-scores`: how much softmax weight each layer's heads put beyond the sinks and
+// the recent window, the measurement `oal convert --layers auto:K` chooses layers by.
+#include <fmt/core.h>
+
+#include "calib_options.h"
+#include "command.h"
+#include "oal/calib/layer_scoring.h"
+#include "oal/io/atomic_file.h"
+#include "oal/model/find_tokenizer.h"
+#include "oal/model/load.h"
+#include "oal/text/corpus.h"
+#include "oal/text/tokenizer.h"
+#include "progress_bar.h"
+
+namespace {
+
+struct LayerScoresArgs {
+  std::string model, text, tokenizer, layers, out, blocks = "16-23";
+  int64_t ctx = 1024;
+  oal::attn::Window window{4, 64};
+  bool json = false, quiet = false;
+};
+
+void run(const LayerScoresArgs& a) {
+  auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
+  const std::vector<int32_t> stream = tok->encode(oal::text::read_text_file(a.text), false);
+  const oal::model::Transformer model(oal::model::load_model(a.model));
+  oal::model::LayerScores s;
+  {
+    oal::cli::ProgressBar cap("capture", !a.quiet);
+    s = oal::calib::score_layers(model, stream, a.ctx, oal::parse_index_list(a.blocks, "blocks"),
+                                 oal::cli::parse_layers(a.layers), a.window, cap.fn());
+  }
+  const nlohmann::json j = oal::model::layer_scores_to_json(s);
+  if (!a.out.empty()) oal::io::write_file_atomic(a.out, j.dump(2) + "\n");
+  if (a.json) {
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  fmt::print("softmax weight beyond {} sink(s) and a {}-token window ({} blocks of {} tokens)\n",
+             a.window.sinks, a.window.recent, s.sequences, s.ctx);
+  fmt::print("{:>6} {:>10}  per head\n", "layer", "mean");
+  for (const auto& l : s.layers) {
+    fmt::print("{:>6} {:>10.4f} ", l.layer, l.mean());
+    for (double h : l.heads) fmt::print(" {:.3f}", h);
+    fmt::print("\n");
+  }
+  if (!a.out.empty()) fmt::print("wrote {}\n", a.out);
+}
+
+oal::cli::Registrar reg{
+    "layer-scores",
+    "Score layers by the attention weight beyond sinks and a recent window (for convert --layers auto:K)",
+    [](CLI::App& app) {
+      auto a = std::make_shared<LayerScoresArgs>();
+      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")->required();
+      app.add_option("--text", a->text, "Text file: one token stream cut into ctx-token blocks")->required();
+      app.add_option("--ctx", a->ctx, "Block length in tokens")->capture_default_str();
+      app.add_option("--blocks", a->blocks,
+                     "Blocks to score on (default: calibrate's fitting blocks, disjoint from its "
+                     "evaluation blocks 0-15)")
+          ->capture_default_str();
+      app.add_option("--layers", a->layers, "Layers, e.g. 0,2,4-7 (default: all)");
+      oal::cli::add_window_options(app, a->window);
+      app.add_option("--out", a->out, "Write the scores as JSON (convert --layer-scores reads it)");
+      app.add_option("--tokenizer", a->tokenizer, "Tokenizer file (default: beside the model)");
+      app.add_flag("--quiet", a->quiet, "No progress bar");
+      app.add_flag("--json", a->json, "Machine-readable output");
+      return [a] { run(*a); };
+    }};
+
+}  // namespace
