@@ -198,7 +198,8 @@ TEST(CliCalibration, LinearizeResumesWhatARunFinishedAndRefusesOtherSettings) {
 // Windowed layers end to end on stories260K: linearize beside a window (oal, global and
 // the windowed-only method, fitted jointly with c_h), the layers scored by their weight
 // beyond the window, the two least-attending converted (auto:2) from the run, and the
-// converted model scored by `oal ppl`. A window run refuses the feature-map baselines.
+// converted model scored by `oal ppl`, then adapted with LoRA (c_h trained with the
+// kernel, the export windowed again). A window run refuses the feature-map baselines.
 TEST(CliCalibration, WindowedLinearizeScoreConvertAndPerplexity) {
   const auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
   const auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
@@ -242,6 +243,15 @@ TEST(CliCalibration, WindowedLinearizeScoreConvertAndPerplexity) {
   ASSERT_EQ(ppl.status, 0) << ppl.err;
   const double p = nlohmann::json::parse(ppl.out)["ppl"].get<double>();
   EXPECT_TRUE(std::isfinite(p) && p > 1) << p;
+
+  // LoRA adaptation trains c_h with the kernel and exports windowed layers again.
+  Result ft = run_oal("finetune --model '" + model.string() + "' --calib '" + run.string() +
+                      "' --method oal --layers 1-3 --train '" + text.string() + "' --val '" + text.string() +
+                      "' --train-blocks 40:60 --val-blocks 0:4 --steps 2 --ctx 128 --eval-every 2 --quiet --json --out '" +
+                      (dir / "ft").string() + "'", dir);
+  ASSERT_EQ(ft.status, 0) << ft.err;
+  EXPECT_TRUE(fs::exists(dir / "ft" / "model" / "oal_attention" / "window.safetensors"));
+  EXPECT_EQ(nlohmann::json::parse(oal::test::read_file(dir / "ft" / "model" / "oal_attention" / "calibration.json"))["window"], 8);
 
   Result refused = run_oal("calibrate" + common + " --methods taylorshift --window 8 --out '" +
                            (dir / "no").string() + "'", dir);
