@@ -196,13 +196,19 @@ calib::LayerFitInput layer_input(int64_t Hq, int64_t Hkv, int64_t D, int64_t T) 
   return in;
 }
 
-TEST(Calibrate, SelectsBestInitialisationPerHeadAndBuildsEveryMethod) {
-  const int64_t Hq = 2, Hkv = 1, D = 8, T = 16;
-  auto in = layer_input(Hq, Hkv, D, T);
+// OAL's groups for layer 1: two Taylor heads over two_groups(D).
+attn::ModelKernels two_group_layer(int64_t D) {
   attn::ModelKernels groups;
   groups.head_dim = D;
   groups.layers[1] = {attn::QuadraticKernel::taylor(two_groups(D)),
                       attn::QuadraticKernel::taylor(two_groups(D))};
+  return groups;
+}
+
+TEST(Calibrate, SelectsBestInitialisationPerHeadAndBuildsEveryMethod) {
+  const int64_t Hq = 2, Hkv = 1, D = 8, T = 16;
+  auto in = layer_input(Hq, Hkv, D, T);
+  const attn::ModelKernels groups = two_group_layer(D);
   calib::CalibrationOptions o;
   o.methods = attn::method_names(attn::Window{});
   o.fit.max_updates = 20;
@@ -275,10 +281,7 @@ TEST(Calibrate, RejectsUnknownMethodAndMissingGroups) {
 TEST(Calibrate, WindowedFitsKernelAndLogScaleJointly) {
   const int64_t Hq = 2, Hkv = 1, D = 8, T = 32;
   auto in = layer_input(Hq, Hkv, D, T);
-  attn::ModelKernels groups;
-  groups.head_dim = D;
-  groups.layers[1] = {attn::QuadraticKernel::taylor(two_groups(D)),
-                      attn::QuadraticKernel::taylor(two_groups(D))};
+  const attn::ModelKernels groups = two_group_layer(D);
   calib::CalibrationOptions o;
   o.window = {2, 4};
   o.methods = attn::method_names(o.window);
