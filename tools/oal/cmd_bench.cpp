@@ -102,9 +102,11 @@ std::string model_report(const BenchArgs& a, const oal::ProgressFn& progress) {
   c.decode_steps = a.decode_steps;
   c.chunk = a.chunk;
   c.groups = a.groups;
+  c.window = a.window;
   const std::string what =
       (synthetic ? "Qwen2.5-0.5B-shaped synthetic checkpoint (bf16 weights)" : a.model) +
-      std::string(a.weights.rowwise_decode ? "" : ", decode layers as tensor operations");
+      std::string(a.weights.rowwise_decode ? "" : ", decode layers as tensor operations") +
+      (a.window.none() ? std::string() : ", OAL layers windowed (" + a.window.describe() + ")");
   const auto rep = oal::bench::run_model_bench(model, what, c, progress);
   return a.format == "json"  ? oal::bench::model_bench_json(rep)
          : a.format == "csv" ? oal::bench::model_bench_csv(rep)

@@ -11,6 +11,7 @@
 #include "oal/attention/method_names.h"
 #include "oal/attention/oal/oal_method.h"
 #include "oal/attention/softmax/softmax_method.h"
+#include "oal/attention/windowed/windowed_attention.h"
 #include "oal/bench/bench_measure.h"
 #include "oal/bench/bench_methods.h"
 #include "oal/core/error.h"
@@ -54,8 +55,8 @@ BenchShape layer_shape(const model::ModelConfig& c, const ModelBenchConfig& cfg)
   return s;
 }
 
-// Sets every layer's attention: OAL (synthetic kernels) on `converted`, softmax (with the
-// model's KV cache type) elsewhere.
+// Sets every layer's attention: OAL (synthetic kernels; beside cfg.window when set) on
+// `converted`, softmax (with the model's KV cache type) elsewhere.
 void apply(model::Transformer& m, const std::vector<int64_t>& converted,
            const ModelBenchConfig& cfg) {
   const std::set<int64_t> conv(converted.begin(), converted.end());
@@ -64,10 +65,14 @@ void apply(model::Transformer& m, const std::vector<int64_t>& converted,
   options.chunk = cfg.chunk;
   for (int64_t l = 0; l < m.num_layers(); ++l) {
     s.seed = cfg.seed + static_cast<uint64_t>(l);
-    if (conv.count(l) > 0)
-      m.set_attention(l, std::make_shared<attn::QuadraticAttention>(bench_kernels(s, cfg.groups),
-                                                                    options));
-    else
+    if (conv.count(l) > 0) {
+      auto oal = std::make_shared<attn::QuadraticAttention>(bench_kernels(s, cfg.groups), options);
+      if (cfg.window.none())
+        m.set_attention(l, oal);
+      else
+        m.set_attention(l, std::make_shared<attn::WindowedAttention>(oal, cfg.window,
+                                                                     at::zeros({s.q_heads})));
+    } else
       m.set_attention(
           l, std::make_shared<attn::SoftmaxAttention>(attn::SoftmaxAttention::k_default_block,
                                                       std::nullopt, m.options().kv_cache));

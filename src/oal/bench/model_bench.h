@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "oal/attention/method_names.h"
+#include "oal/attention/windowed/window.h"
 #include "oal/core/machine.h"
 #include "oal/core/progress.h"
 #include "oal/model/transformer.h"
@@ -36,6 +37,7 @@ struct ModelBenchConfig {
   std::string hybrid_layers = "default";  // model/hybrid.h range syntax
   int repeats = 2, warmup = 1, decode_steps = 8;
   int64_t chunk = 64, groups = 3;  // OAL layers: chunk size, groups per head
+  attn::Window window{};           // set: the OAL layers run beside this exact window
   uint64_t seed = 0;
 };
 
