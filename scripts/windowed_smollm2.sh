@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Windowed OAL on SmolLM2-135M-Instruct (GGUF Q4_1, scripts/fetch-models.sh), WikiText-2
+# test as one token stream (no BOS): the measurements of docs/results.md "Windowed OAL".
+# Every step skips outputs that already exist, so an interrupted run resumes where it
+# stopped (rerun the same command).
+#
+# Steps (STEPS="table2 calib convert ppl passkey sweep plain" by default):
+#   table2   frozen fidelity (Table 2 protocol, layers LAYERS, ctx 1024, the paper's fitting
+#            budget) of oal, global and the windowed-only method beside S = 4, W = 64
+#   sweep    the same for oal (and global, which it starts from) at W = 16 and W = 256
+#   calib    oal and global fitted on all 30 layers beside S = 4, W = 64 (a tenth of the
+#            paper's budget, as the plain Table 3 conversion), groups from the analysis of
+#            all layers (runs/smollm2/analysis, made here when missing)
+#   convert  paper range (3-26) and every layer: windowed oal and global, the
+#            windowed-only method (no fit), and plain oal / global once `plain` has run;
+#            unadapted
+#   plain    the plain fit of all 30 layers (calib-all), for the plain conversions
+#   ppl      perplexity at ctx 1024 (blocks 0-15) and ctx 4096 (blocks 0-3: the same text)
+#   passkey  recall at 1K/4K/8K (key depths 0-0.75 lie outside the window; depth 1 inside)
+#
+# Environment: OAL=build/release/oal OUT=runs/smollm2 LAYERS=5,15,25 UPDATES=1000
+#   VAL_EVERY=100 PATIENCE=400 STEPS=...
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OAL=${OAL:-build/release/oal}
+OUT=${OUT:-runs/smollm2}
+LAYERS=${LAYERS:-5,15,25}
+UPDATES=${UPDATES:-1000}
+VAL_EVERY=${VAL_EVERY:-100}
+PATIENCE=${PATIENCE:-400}
+STEPS=${STEPS:-table2 calib convert ppl passkey sweep plain}
+M=${OAL_MODEL_CACHE:-.cache/models}/SmolLM2-135M-Instruct.Q4_1.gguf
+T=../shared/data/wikitext2-test.raw
+[ -f "$M" ] || bash scripts/fetch-models.sh
+mkdir -p "$OUT"
+
+timed() {  # timed NAME CMD...: JSON to $OUT/NAME.json, wall time to $OUT/NAME.seconds; skips a done step
+  local name=$1; shift
+  if [ -f "$OUT/$name.json" ]; then echo "windowed_smollm2: $name already done" >&2; return; fi
+  local t0=$(date +%s)
+  "$@" > "$OUT/$name.json.part"
+  mv "$OUT/$name.json.part" "$OUT/$name.json"
+  echo $(( $(date +%s) - t0 )) > "$OUT/$name.seconds"
+  echo "windowed_smollm2: $name done in $(cat "$OUT/$name.seconds") s" >&2
+}
+
+linearize() {  # linearize NAME SINKS WINDOW METHODS
+  timed "$1" "$OAL" linearize --model "$M" --text "$T" --ctx 1024 --layers "$LAYERS" \
+    --max-updates "$UPDATES" --val-every "$VAL_EVERY" --patience "$PATIENCE" \
+    --sinks "$2" --window "$3" --methods "$4" --out "$OUT/$1" --quiet --json
+}
+
+calibrate() {  # calibrate NAME SINKS WINDOW
+  [ -f "$OUT/$1/calibration.json" ] && return
+  timed "$1" "$OAL" calibrate --model "$M" --text "$T" --groups "$OUT/groups-all.json" \
+    --methods oal,global --ctx 1024 --max-updates 100 --val-every 50 --patience 100 \
+    --sinks "$2" --window "$3" --out "$OUT/$1" --quiet --json
+}
+
+convert() {  # convert DIR ARGS...
+  [ -f "$OUT/$1/config.json" ] && return
+  "$OAL" convert --model "$M" --out "$OUT/$1" "${@:2}" --json > /dev/null
+}
+
+MODELS="conv-oal-hybrid-s4w64 conv-global-hybrid-s4w64 conv-window-hybrid-s4w64
+conv-oal-all-s4w64 conv-global-all-s4w64 conv-window-all-s4w64 conv-oal-hybrid conv-global-hybrid"
+
+for step in $STEPS; do
+  case $step in
+    table2) linearize linearize-s4w64 4 64 oal,global,window ;;
+    sweep)
+      linearize linearize-s4w16 4 16 oal,global
+      linearize linearize-s4w256 4 256 oal,global ;;
+    calib)
+      if [ ! -f "$OUT/analysis/analysis.json" ]; then
+        timed analyze "$OAL" analyze --model "$M" --text "$T" --ctx 1024 --prompts 40 \
+          --after-tokens $((26 * 1024)) --out "$OUT/analysis" --quiet --json
+      fi
+      [ -f "$OUT/groups-all.json" ] || "$OAL" group --analysis "$OUT/analysis/analysis.json" --out "$OUT/groups-all.json" --quiet
+      calibrate calib-all-s4w64 4 64 ;;
+    plain) calibrate calib-all 0 0 ;;
+    convert)
+      for m in oal global; do
+        convert "conv-$m-hybrid-s4w64" --calib "$OUT/calib-all-s4w64" --method $m
+        convert "conv-$m-all-s4w64" --calib "$OUT/calib-all-s4w64" --method $m --layers 0-29
+        [ -f "$OUT/calib-all/calibration.json" ] && convert "conv-$m-hybrid" --calib "$OUT/calib-all" --method $m
+      done
+      convert conv-window-hybrid-s4w64 --method window --sinks 4 --window 64
+      convert conv-window-all-s4w64 --method window --sinks 4 --window 64 --layers 0-29 ;;
+    ppl)
+      for m in original $MODELS; do
+        path="$OUT/$m"; [ "$m" = original ] && path="$M"
+        [ -e "$path" ] || continue
+        timed "ppl1024-$m" "$OAL" ppl --model "$path" --text "$T" --ctx 1024 --max-blocks 16 --quiet --json
+        timed "ppl4096-$m" "$OAL" ppl --model "$path" --text "$T" --ctx 4096 --max-blocks 4 --quiet --json
+      done ;;
+    passkey)
+      for m in original conv-oal-hybrid-s4w64 conv-window-hybrid-s4w64 conv-global-hybrid-s4w64; do
+        path="$OUT/$m"; [ "$m" = original ] && path="$M"
+        timed "passkey-$m" "$OAL" eval --model "$path" --task passkey --lengths 1024,4096,8192 \
+          --trials 1 --quiet --json
+      done ;;
+    *) echo "windowed_smollm2: unknown step '$step'" >&2; exit 2 ;;
+  esac
+done
