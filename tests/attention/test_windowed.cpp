@@ -133,7 +133,7 @@ TEST(WindowedDecodeState, StepsAndPiecesMatchForward) {
     }
 }
 
-// The one-token CPU step (simd/window_decode.h with the fused OAL decode step), taken
+// The one-token CPU step (simd/window_exact.h with the fused OAL decode step), taken
 // once the window is full for fp32 inputs without autograd, against the fp64 reference
 // over the shape sweep: fp32 state readout and exact sums (as the fp32 forward, 2e-4).
 TEST(WindowedDecodeState, CpuStepMatchesReferenceAcrossShapes) {

@@ -41,7 +41,7 @@ class OalDecodeWorkspace {
 // Throws oal::Error("oal_decode_kernel") when the workspace does not match or a
 // denominator is not positive and finite. With `sums` ([B, Hq, Dv + 1]) the readout is
 // left unnormalised there (numerators, then the denominator) and y may be nullptr: the
-// windowed decode step (window_decode.h) adds its exact part first.
+// windowed decode step (window_exact.h) adds its exact part first.
 void oal_decode_step_f32(const OalPlan& plan, int64_t kv_heads, const float* q, const float* k,
                          const float* v, float* y, float* state, OalDecodeWorkspace& ws,
                          int threads = 0, float* sums = nullptr);

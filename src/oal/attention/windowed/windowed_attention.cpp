@@ -14,7 +14,7 @@
 #include "oal/attention/simd_path.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
-#include "oal/simd/window_decode.h"
+#include "oal/simd/window_exact.h"
 
 namespace oal::attn {
 namespace {
@@ -190,17 +190,18 @@ at::Tensor WindowedDecodeState::extend(const at::Tensor& q, const at::Tensor& k,
   const at::Tensor qc = q.to(ct), kc = k.to(ct), vc = v.to(ct);
   const int64_t new_sinks = std::clamp<int64_t>(w.sinks - p0, 0, T);
 
-  // Exact part over the sinks, the ring and the new tokens (in position order).
+  // The exact part's keys: the sinks, the ring and the new tokens, in position order.
   const at::Tensor all_k = at::cat({sink_k_, rows(kc, 0, new_sinks), ring_k_, rows(kc, new_sinks, T - new_sinks)}, 2);
   const at::Tensor all_v = at::cat({sink_v_, rows(vc, 0, new_sinks), ring_v_, rows(vc, new_sinks, T - new_sinks)}, 2);
-  const ExactSums ex = exact_part(qc, all_k, all_v, sink_k_.size(2) + new_sinks);
+  const int64_t sinks_held = sink_k_.size(2) + new_sinks;
 
   // Linear part: keys not yet in the HD state (the ring, then the new non-sink tokens)
   // enter it W positions late. Queries before position S + W see no linear key.
   at::Tensor pend_k = at::cat({ring_k_, rows(kc, new_sinks, T - new_sinks)}, 2);
   at::Tensor pend_v = at::cat({ring_v_, rows(vc, new_sinks, T - new_sinks)}, 2);
   const int64_t delay = std::max<int64_t>(w.sinks + w.recent - p0, 0);  // first query with R
-  at::Tensor num = at::zeros_like(ex.a), den = at::zeros_like(ex.z);
+  at::Tensor num = at::zeros({s.batch, s.q_heads, T, s.value_dim}, qc.options());
+  at::Tensor den = at::zeros({s.batch, s.q_heads, T}, qc.options());
   int64_t absorbed = 0;
   if (method_.base() && T > delay) {
     const auto& base = *method_.base();
@@ -222,10 +223,38 @@ at::Tensor WindowedDecodeState::extend(const at::Tensor& q, const at::Tensor& k,
     ring_k_ = ring_k_.contiguous();
     ring_v_ = ring_v_.contiguous();
   }
+  // Without a linear part c_h cancels: zeros serve every head.
+  const at::Tensor c = method_.base() ? method_.log_scale().to(ct) : at::zeros({s.q_heads}, qc.options());
+  at::Tensor y;
+  if (exact_blocker(q, k, v).empty()) {  // the CPU kernel: exact part and combination
+    y = at::empty({s.batch, s.q_heads, T, s.value_dim}, qc.options());
+    const at::Tensor ak = all_k.contiguous(), av = all_v.contiguous(), cc = c.contiguous();
+    const at::Tensor sums = method_.base() ? at::cat({num, den.unsqueeze(-1)}, -1).contiguous() : at::Tensor();
+    const int64_t nk = ak.size(2);
+    simd::window_exact_f32({s.batch, s.q_heads, s.kv_heads, s.dim, s.value_dim, T, p0, w.sinks, w.recent},
+                           qc.contiguous().data_ptr<float>(),
+                           {ak.data_ptr<float>(), av.data_ptr<float>(), nk, sinks_held, 0},
+                           {ak.data_ptr<float>() + sinks_held * s.dim, av.data_ptr<float>() + sinks_held * s.value_dim,
+                            nk, nk - sinks_held, p0 + T - (nk - sinks_held)},
+                           sums.defined() ? sums.data_ptr<float>() : nullptr, cc.data_ptr<float>(),
+                           y.data_ptr<float>());
+  } else {
+    const ExactSums ex = exact_part(qc, all_k, all_v, sinks_held);
+    y = combine(ex.m, ex.a, ex.z, num, den, c);
+  }
   tokens_ += T;
-  // Without a linear part c_h cancels: one zero serves every head.
-  const at::Tensor c = method_.base() ? method_.log_scale().to(ct) : at::zeros({1}, qc.options());
-  return combine(ex.m, ex.a, ex.z, num, den, c).to(q.scalar_type());
+  return y.to(q.scalar_type());
+}
+
+std::string WindowedDecodeState::exact_blocker(const at::Tensor& q, const at::Tensor& k,
+                                               const at::Tensor& v) const {
+  if (sink_k_.scalar_type() != at::kFloat) return "the rows are not fp32";
+  std::string why = simd_blocker(q, k, v);
+  if (!why.empty()) return why;
+  if (records_grad(method_.log_scale())) return "autograd is recording through c_h";
+  if (const auto& base = method_.base())
+    if (records_grad(base->kernels().L)) return "autograd is recording through L";
+  return "";
 }
 
 std::string WindowedDecodeState::step_blocker(const AttentionDims& s, const at::Tensor& q,
@@ -233,13 +262,10 @@ std::string WindowedDecodeState::step_blocker(const AttentionDims& s, const at::
   const Window& w = method_.window();
   if (s.q_len != 1) return "more than one token";
   if (w.recent < 1 || tokens_ < w.sinks + w.recent) return "the window is not full yet";
-  if (sink_k_.scalar_type() != at::kFloat) return "the rows are not fp32";
-  std::string why = simd_blocker(q, k, v);
+  std::string why = exact_blocker(q, k, v);
   if (!why.empty()) return why;
-  if (records_grad(method_.log_scale())) return "autograd is recording through c_h";
   if (const auto& base = method_.base()) {
     if (base->options().backend == HdBackend::aten) return "the ATen backend was requested";
-    if (records_grad(base->kernels().L)) return "autograd is recording through L";
   }
   return "";
 }
@@ -277,11 +303,12 @@ at::Tensor WindowedDecodeState::step_simd(const AttentionDims& s, const at::Tens
   at::Tensor y = at::empty({B, s.q_heads, 1, Dv}, qf.options());
   const at::Tensor c = method_.base() ? method_.log_scale().to(at::kFloat).contiguous()
                                       : at::zeros({s.q_heads}, qf.options());
-  simd::window_decode_f32({B, s.q_heads, Hkv, D, Dv, sink_k_.size(2), W}, qf.data_ptr<float>(),
-                          sink_k_.data_ptr<float>(), sink_v_.data_ptr<float>(),
-                          ring_k_.data_ptr<float>(), ring_v_.data_ptr<float>(),
-                          sums.defined() ? sums.data_ptr<float>() : nullptr, c.data_ptr<float>(),
-                          y.data_ptr<float>());
+  const int64_t ns = sink_k_.size(2);
+  simd::window_exact_f32({B, s.q_heads, Hkv, D, Dv, 1, tokens_, w.sinks, W}, qf.data_ptr<float>(),
+                         {sink_k_.data_ptr<float>(), sink_v_.data_ptr<float>(), ns, ns, 0},
+                         {ring_k_.data_ptr<float>(), ring_v_.data_ptr<float>(), W, W, tokens_ - W + 1},
+                         sums.defined() ? sums.data_ptr<float>() : nullptr, c.data_ptr<float>(),
+                         y.data_ptr<float>());
   tokens_ += 1;
   return y.to(q.scalar_type());
 }

@@ -93,14 +93,16 @@ class WindowedDecodeState : public DecodeState {
   };
   ExactSums exact_part(const at::Tensor& q, const at::Tensor& all_k, const at::Tensor& all_v,
                        int64_t sinks_held) const;
-  // Whether one token can take the CPU step (simd/window_decode.h): the window is full,
-  // fp32/bf16 CPU inputs without autograd, fp32 rows, and the kernel's inputs the fused
-  // OAL decode step takes. "" when it can (the reason otherwise).
+  // Whether the exact part can run on the CPU kernel (simd/window_exact.h): fp32/bf16
+  // CPU inputs, fp32 rows, no autograd through them, c_h or L. "" when it can.
+  std::string exact_blocker(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const;
+  // Whether one token can take the fused CPU step: exact_blocker, the window full, and
+  // the kernel's inputs the fused OAL decode step takes. "" when it can.
   std::string step_blocker(const AttentionDims& s, const at::Tensor& q, const at::Tensor& k,
                            const at::Tensor& v) const;
   // The CPU step: the ring's oldest row into the HD state and its unnormalised readout
   // (oal_decode_step_f32), the ring shifted in place, the exact part and the combination
-  // (window_decode_f32). Same numbers as extend() up to fp32 summation order.
+  // (window_exact_f32). Same numbers as extend() up to fp32 summation order.
   at::Tensor step_simd(const AttentionDims& s, const at::Tensor& q, const at::Tensor& k,
                        const at::Tensor& v);
 
