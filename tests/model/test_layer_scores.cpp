@@ -62,6 +62,9 @@ TEST(LayerScores, MalformedFilesAreNamedErrors) {
   j["window"] = -3;
   EXPECT_NE(error_for(j).find("window"), std::string::npos);
   j = good;
+  j["format"] = nlohmann::json::array();  // found by fuzz_layer_scores: escaped as a type_error
+  EXPECT_NE(error_for(j).find("oal-layer-scores"), std::string::npos);
+  j = good;
   j["layers"][0]["layer"] = 1.5;
   EXPECT_NE(error_for(j).find("integer"), std::string::npos);
 }

@@ -27,10 +27,11 @@ nlohmann::json layer_scores_to_json(const LayerScores& s) {
           {"layers", layers}};
 }
 
-LayerScores read_layer_scores(const std::filesystem::path& path) {
-  const nlohmann::json j = io::read_json_file(path, k_op, "a layer-scores file from `oal layer-scores`");
-  const std::string where = path.string();
-  check(j.is_object() && j.value("format", std::string()) == "oal-layer-scores" &&
+namespace {
+
+LayerScores parse_layer_scores(const nlohmann::json& j, const std::string& where) {
+  check(j.is_object() && j.contains("format") && j["format"].is_string() &&
+            j["format"].get<std::string>() == "oal-layer-scores" &&
             io::json_int_or(j, "version", 0, k_op, where + ": version") == 1,
         k_op, "{}: expected format oal-layer-scores version 1", where);
   LayerScores s;
@@ -58,6 +59,17 @@ LayerScores read_layer_scores(const std::filesystem::path& path) {
     s.layers.push_back(std::move(ls));
   }
   return s;
+}
+
+}  // namespace
+
+LayerScores read_layer_scores(const std::filesystem::path& path) {
+  const nlohmann::json j = io::read_json_file(path, k_op, "a layer-scores file from `oal layer-scores`");
+  try {
+    return parse_layer_scores(j, path.string());
+  } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
+    fail(k_op, "{}: a field is missing or of the wrong type ({})", path.string(), e.what());
+  }
 }
 
 std::vector<int64_t> least_window_mass_layers(const LayerScores& s, int64_t count) {
