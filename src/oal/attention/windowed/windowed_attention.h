@@ -4,9 +4,10 @@
 // method's kernel for every older key, one normaliser.
 //
 // Linear time, constant memory. For T new tokens after p0 absorbed ones:
-//   exact part   queries in chunks of k_exact_chunk rows against the sinks and the band
-//                of keys [i - W + 1, i]: O(T (S + W + chunk) D), a running maximum per
-//                row (any |s| is safe)
+//   exact part   every query against its sinks and its band of keys [i - W + 1, i]:
+//                O(T (S + W) D), the row maximum subtracted (any |s| is safe); on the
+//                CPU kernel (simd/window_exact.h) for fp32/bf16 inputs without autograd,
+//                else as ATen ops on blocks of k_exact_chunk rows (differentiable)
 //   linear part  the key at position j enters the linear method W positions late: the
 //                queries from position S + W on read the method's unnormalised sums
 //                (hd_extend_parts) over the keys [S, i - W], continuing its HD state
@@ -86,8 +87,9 @@ class WindowedDecodeState : public DecodeState {
   void restore(const StateSnapshot& snapshot) override;
 
  private:
-  // Exact part of T queries at positions p0.. against all_k/all_v (sinks, ring, new, in
-  // position order, at positions kpos): row max m, shifted sums a [.., Dv] and z.
+  // Exact part (ATen) of T queries at positions p0.. against all_k/all_v (the first
+  // sinks_held rows the sinks, then consecutive positions ending at p0 + T - 1): row max
+  // m, shifted sums a [.., Dv] and z.
   struct ExactSums {
     at::Tensor m, a, z;  // [B, Hq, T], [B, Hq, T, Dv], [B, Hq, T]
   };
