@@ -30,6 +30,14 @@ at::Tensor normalise_rows(const at::Tensor& w, const at::Tensor& v,
   return at::matmul(wm, v.to(w.scalar_type())) / den;
 }
 
+// [D, G] fp32: 1 where dimension r belongs to group g (what quadratic_weights sums by).
+at::Tensor group_onehot(const std::vector<std::vector<int64_t>>& groups, int64_t D) {
+  at::Tensor onehot = at::zeros({D, int64_t(groups.size())}, at::kFloat);
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (int64_t r : groups[g]) onehot[r][int64_t(g)] = 1.0f;
+  return onehot;
+}
+
 FitProblem feature_problem(std::shared_ptr<attn::FeatureMapMethod> m) {
   FitProblem p;
   p.params = m->parameters();
@@ -63,10 +71,8 @@ QuadraticProblem quadratic_problem(const attn::QuadraticKernel& init) {
   QuadraticProblem qp;
   qp.groups = init.groups();
   qp.eps = init.eps();
-  const int64_t D = init.dim(), G = init.num_groups();
-  at::Tensor onehot = at::zeros({D, G}, at::kFloat);
-  for (int64_t g = 0; g < G; ++g)
-    for (int64_t r : qp.groups[g]) onehot[r][g] = 1.0f;
+  const int64_t D = init.dim();
+  const at::Tensor onehot = group_onehot(qp.groups, D);
   at::Tensor L = leaf(init.lower());
   const double eps = qp.eps;
   auto groups = qp.groups;
@@ -104,10 +110,8 @@ QuadraticProblem windowed_quadratic_problem(const attn::QuadraticKernel& init, d
   at::Tensor L = qp.problem.params.at(0);
   at::Tensor c = leaf(at::full({1}, log_scale0, at::kDouble));
   qp.problem.params.push_back(c);
-  const int64_t D = init.dim(), G = init.num_groups();
-  at::Tensor onehot = at::zeros({D, G}, at::kFloat);
-  for (int64_t g = 0; g < G; ++g)
-    for (int64_t r : qp.groups[g]) onehot[r][g] = 1.0f;
+  const int64_t D = init.dim();
+  const at::Tensor onehot = group_onehot(qp.groups, D);
   const double eps = qp.eps;
   auto groups = qp.groups;
   // Rows at `pos` against every key: log-weights of the windowed formula, normalised.

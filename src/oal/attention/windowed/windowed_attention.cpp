@@ -13,6 +13,7 @@
 #include "oal/attention/qkv_shape.h"
 #include "oal/attention/simd_path.h"
 #include "oal/core/error.h"
+#include "oal/core/fnv1a.h"
 #include "oal/core/tensor_checks.h"
 #include "oal/simd/window_exact.h"
 
@@ -92,10 +93,9 @@ std::unique_ptr<DecodeState> WindowedAttention::new_state(int64_t batch) const {
 }
 
 std::string WindowedAttention::fingerprint() const {
-  const auto c = log_scale_.detach().to(at::kDouble).contiguous();
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over c_h's fp64 bytes
-  const auto* p = reinterpret_cast<const unsigned char*>(c.data_ptr<double>());
-  for (int64_t i = 0; i < c.numel() * int64_t(sizeof(double)); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  const auto c = log_scale_.detach().to(at::kCPU, at::kDouble).contiguous();
+  uint64_t h = k_fnv1a_offset;  // over c_h's fp64 bytes
+  fnv1a(h, c.data_ptr<double>(), static_cast<size_t>(c.numel()) * sizeof(double));
   return fmt::format("{}+window({},c={:016x})", base_ ? base_->fingerprint() : name(),
                      window_.describe(), h);
 }
