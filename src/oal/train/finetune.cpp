@@ -11,6 +11,7 @@
 
 #include "oal/calib/shared_capture.h"
 #include "oal/core/error.h"
+#include "oal/train/chunked_nll.h"
 #include "oal/train/schedule.h"
 
 namespace oal::train {
@@ -79,13 +80,24 @@ void reseed_dropout(at::Device device, uint64_t seed, int64_t step) {
   gen.set_current_seed(splitmix64(x) >> 1);
 }
 
-at::Tensor block_nll_sum(const model::Transformer& model, const at::Tensor& blocks) {
+// The LM head as a dense fp32 [V, hidden] tensor for the chunked loss, decoded once per
+// run (a quantized or bf16 head would otherwise be widened on every update).
+at::Tensor loss_head(const model::Transformer& model) {
+  const model::Linear& head = model.lm_head();
+  check(!head.bias.defined() && !head.delta, k_op,
+        "the LM head must be a plain projection (no bias, no adapter) to train through it");
+  at::NoGradGuard no_grad;
+  return head.dense_weight().to(model.device());
+}
+
+// Summed next-token NLL of `blocks` [N, ctx]; `head` from loss_head(). The logits are
+// never held for all positions at once (chunked_nll.h).
+at::Tensor block_nll_sum(const model::Transformer& model, const at::Tensor& head,
+                         const at::Tensor& blocks) {
   const at::Tensor x = blocks.narrow(1, 0, blocks.size(1) - 1);
   const at::Tensor y = blocks.narrow(1, 1, blocks.size(1) - 1);
-  const at::Tensor logits = model.forward(x);
-  const int64_t V = logits.size(-1);
-  return at::nll_loss(at::log_softmax(logits.reshape({-1, V}), -1), y.reshape({-1}),
-                      {}, at::Reduction::Sum);
+  const at::Tensor h = model.hidden_states(x);
+  return chunked_nll_sum(h.reshape({-1, h.size(-1)}), head, y.reshape({-1}));
 }
 
 // Sum of `grads` over ranks in one collective (flattened), in place.
@@ -107,23 +119,24 @@ void all_reduce_grads(dist::World& world, const std::vector<at::Tensor>& params)
 }
 
 // Summed NLL of `blocks` [N, ctx] in batches of `batch`, no gradient, fp64 on the CPU.
-at::Tensor nll_total(const model::Transformer& model, const at::Tensor& blocks, int64_t batch) {
+at::Tensor nll_total(const model::Transformer& model, const at::Tensor& head,
+                     const at::Tensor& blocks, int64_t batch) {
   at::NoGradGuard no_grad;
   const at::Device dev = model.device();
   at::Tensor sum = at::zeros({1}, at::kDouble);
   for (int64_t b = 0; b < blocks.size(0); b += batch) {
     const int64_t n = std::min(batch, blocks.size(0) - b);
-    sum += block_nll_sum(model, blocks.narrow(0, b, n).to(dev)).to(at::kCPU, at::kDouble);
+    sum += block_nll_sum(model, head, blocks.narrow(0, b, n).to(dev)).to(at::kCPU, at::kDouble);
   }
   return sum;
 }
 
 // Mean NLL per target over every rank's share of `blocks`.
-double validation_nll(const model::Transformer& model, const at::Tensor& blocks, int64_t batch,
-                      dist::World& world) {
+double validation_nll(const model::Transformer& model, const at::Tensor& head,
+                      const at::Tensor& blocks, int64_t batch, dist::World& world) {
   check(blocks.dim() == 2 && blocks.size(0) >= 1 && blocks.size(1) >= 2, k_op,
         "validation blocks must be [N >= 1, ctx >= 2]");
-  at::Tensor sum = nll_total(model, calib::rank_share(blocks, world), batch);
+  at::Tensor sum = nll_total(model, head, calib::rank_share(blocks, world), batch);
   world.all_reduce_sum(sum);
   const double nll = sum.item<double>() / double(blocks.size(0) * (blocks.size(1) - 1));
   check(std::isfinite(nll), k_op, "validation NLL is not finite ({})", nll);
@@ -146,7 +159,7 @@ int64_t block_for_position(int64_t position, int64_t num_blocks, uint64_t seed) 
 }
 
 double mean_block_nll(const model::Transformer& model, const at::Tensor& blocks, int64_t batch) {
-  return validation_nll(model, blocks, batch, *dist::single_process());
+  return validation_nll(model, loss_head(model), blocks, batch, *dist::single_process());
 }
 
 FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
@@ -174,6 +187,7 @@ FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
   AdamW opt(params, o.adamw);
   const LrSchedule sched{o.adamw.lr, o.steps, o.warmup_fraction};
   const at::Device dev = model.device();
+  const at::Tensor head = loss_head(model);
 
   auto assign = [&](const std::map<std::string, at::Tensor>& values) {
     at::NoGradGuard no_grad;
@@ -217,7 +231,7 @@ FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
           run_dir.string());
     if (root) fs::create_directories(run_dir);
     lora.set_training(false);
-    res.best_val_nll = validation_nll(model, data.val, o.batch, world);
+    res.best_val_nll = validation_nll(model, head, data.val, o.batch, world);
     res.best_step = 0;
     res.val_log.push_back({0, res.best_val_nll});
   }
@@ -250,7 +264,7 @@ FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
     const double targets = double(all.numel() - all.size(0));  // of the whole batch
     double loss_v = 0;
     if (blocks.size(0) > 0) {
-      at::Tensor loss = block_nll_sum(model, blocks) / targets;
+      at::Tensor loss = block_nll_sum(model, head, blocks) / targets;
       loss_v = loss.item<double>();
       loss.backward();
     }
@@ -270,7 +284,7 @@ FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
     const int64_t done = step + 1;
     if (done % o.eval_every == 0 || done == o.steps) {
       lora.set_training(false);
-      const double val = validation_nll(model, data.val, o.batch, world);
+      const double val = validation_nll(model, head, data.val, o.batch, world);
       res.val_log.push_back({done, val});
       const bool best = val < res.best_val_nll;
       if (val < res.best_val_nll - o.min_delta) res.improved_step = done;
