@@ -7,6 +7,7 @@
 #include "command.h"
 #include "oal/bench/bench.h"
 #include "oal/bench/model_bench.h"
+#include "oal/bench/train_bench.h"
 #include "oal/core/error.h"
 #include "oal/core/machine.h"
 #include "oal/core/ranges.h"
@@ -33,6 +34,8 @@ struct BenchArgs {
   std::string model, variants = "softmax,oal,hybrid", prefill_lengths = "1024,4096";
   std::string hybrid_layers = "default";
   oal::model::TransformerOptions weights;
+  // --train: LoRA updates of the --model (bench/train_bench.h).
+  bool train = false, freeze_kernel = false;
 };
 
 // A synthetic checkpoint with Qwen2.5-0.5B's shapes (speed only depends on shapes).
@@ -113,7 +116,28 @@ std::string model_report(const BenchArgs& a, const oal::ProgressFn& progress) {
                              : oal::bench::model_bench_markdown(rep);
 }
 
-void run(BenchArgs a) {
+// --train: the model as `oal finetune` holds it (every weight fp32), its variants timed
+// by bench/train_bench.h.
+std::string train_report(const BenchArgs& a, bool lengths_given, const oal::ProgressFn& progress) {
+  oal::model::TransformerOptions o = a.weights;
+  o.weights = oal::model::WeightFormat::f32;
+  oal::model::Transformer model(oal::model::load_model(a.model), o);
+  oal::bench::TrainBenchConfig c;
+  c.variants = oal::split_names(a.variants);
+  c.hybrid_layers = a.hybrid_layers;
+  c.window = a.window;
+  c.chunk = a.chunk;
+  c.groups = a.groups;
+  if (lengths_given) c.contexts = parse_lengths(a.lengths, "--n");
+  c.repeats = a.repeats;
+  c.warmup = a.warmup;
+  c.train_kernel = !a.freeze_kernel;
+  const auto rep = oal::bench::run_train_bench(model, a.model, c, progress);
+  return a.format == "json" ? oal::bench::train_bench_json(rep)
+                            : oal::bench::train_bench_markdown(rep);
+}
+
+void run(BenchArgs a, bool lengths_given) {
   if (a.json) a.format = "json";
   oal::check(a.format == "md" || a.format == "csv" || a.format == "json", "bench",
              "--format: '{}', expected md, csv or json", a.format);
@@ -123,9 +147,12 @@ void run(BenchArgs a) {
   if (a.gemm == "own") kc::set_gemm_policy(kc::GemmPolicy::own);
   else if (a.gemm == "blas") kc::set_gemm_policy(kc::GemmPolicy::blas);
   else oal::check(a.gemm.empty() || a.gemm == "auto", "bench", "--gemm: '{}', expected own, blas or auto", a.gemm);
+  oal::check(!a.train || !a.model.empty(), "bench", "--train needs --model (the model to adapt)");
+  oal::check(!a.train || a.format != "csv", "bench", "--train writes md or json, not csv");
   if (!a.model.empty()) {
     oal::cli::ProgressBar bar("bench", !a.quiet);
-    const std::string text = model_report(a, bar.fn());
+    const std::string text =
+        a.train ? train_report(a, lengths_given, bar.fn()) : model_report(a, bar.fn());
     bar.finish();
     if (!a.out.empty()) oal::io::write_file_atomic(a.out, text);
     else fmt::print("{}", text);
@@ -209,7 +236,13 @@ oal::cli::Registrar reg{
              "model/decode_layer.h) or as tensor operations (tensors, the reference path)")
           ->check(CLI::IsMember({"rows", "tensors"}))
           ->default_str("rows");
-      return [a] { run(*a); };
+      app.add_flag("--train", a->train,
+                   "With --model: time LoRA updates instead (the trainer of oal finetune: "
+                   "tokens/s, forward / backward / optimizer split, peak memory); --n sets the "
+                   "block lengths (default 512,1024,2048,4096), --repeats / --warmup the updates");
+      app.add_flag("--freeze-kernel", a->freeze_kernel,
+                   "With --train: LoRA only (the converted layers' kernel parameters fixed)");
+      return [a, n = app.get_option("--n")] { run(*a, n->count() > 0); };
     }};
 
 }  // namespace

@@ -6,16 +6,11 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
-#include <set>
 
-#include "oal/attention/method_names.h"
-#include "oal/attention/oal/oal_method.h"
 #include "oal/attention/softmax/softmax_method.h"
-#include "oal/attention/windowed/windowed_attention.h"
 #include "oal/bench/bench_measure.h"
-#include "oal/bench/bench_methods.h"
+#include "oal/bench/model_variants.h"
 #include "oal/core/error.h"
-#include "oal/model/hybrid.h"
 #include "oal/simd/isa.h"
 #include "oal/simd/linear_quant.h"
 #include "oal/simd/oal_prefill.h"
@@ -24,60 +19,6 @@ namespace oal::bench {
 namespace {
 
 constexpr const char* k_op = "bench";
-
-// The converted layers of a variant: none, all, or the hybrid range.
-std::vector<int64_t> converted_layers(const std::string& variant, const std::string& range,
-                                      int64_t num_layers) {
-  if (variant == attn::names::softmax) return {};
-  std::vector<int64_t> all(static_cast<size_t>(num_layers));
-  for (int64_t l = 0; l < num_layers; ++l) all[static_cast<size_t>(l)] = l;
-  if (variant == attn::names::oal) return all;
-  if (variant == "hybrid") return model::parse_converted_layers(range, num_layers);
-  fail(k_op, "unknown model variant '{}': expected {}, {} or hybrid", variant,
-       attn::names::softmax, attn::names::oal);
-}
-
-std::string describe(const std::vector<int64_t>& layers, int64_t num_layers) {
-  if (layers.empty()) return "none";
-  const bool contiguous = layers.back() - layers.front() + 1 == static_cast<int64_t>(layers.size());
-  if (contiguous)
-    return fmt::format("{}-{} of {}", layers.front(), layers.back(), num_layers);
-  return fmt::format("{} of {}", layers.size(), num_layers);
-}
-
-BenchShape layer_shape(const model::ModelConfig& c, const ModelBenchConfig& cfg) {
-  BenchShape s;
-  s.q_heads = c.num_heads;
-  s.kv_heads = c.num_kv_heads;
-  s.dim = s.value_dim = c.head_dim;
-  s.chunk = cfg.chunk;
-  s.seed = cfg.seed;
-  return s;
-}
-
-// Sets every layer's attention: OAL (synthetic kernels; beside cfg.window when set) on
-// `converted`, softmax (with the model's KV cache type) elsewhere.
-void apply(model::Transformer& m, const std::vector<int64_t>& converted,
-           const ModelBenchConfig& cfg) {
-  const std::set<int64_t> conv(converted.begin(), converted.end());
-  BenchShape s = layer_shape(m.config(), cfg);
-  attn::HdOptions options;
-  options.chunk = cfg.chunk;
-  for (int64_t l = 0; l < m.num_layers(); ++l) {
-    s.seed = cfg.seed + static_cast<uint64_t>(l);
-    if (conv.count(l) > 0) {
-      auto oal = std::make_shared<attn::QuadraticAttention>(bench_kernels(s, cfg.groups), options);
-      if (cfg.window.none())
-        m.set_attention(l, oal);
-      else
-        m.set_attention(l, std::make_shared<attn::WindowedAttention>(oal, cfg.window,
-                                                                     at::zeros({s.q_heads})));
-    } else
-      m.set_attention(
-          l, std::make_shared<attn::SoftmaxAttention>(attn::SoftmaxAttention::k_default_block,
-                                                      std::nullopt, m.options().kv_cache));
-  }
-}
 
 // Weights of the per-token GEMMs of all layers (q/k/v/o, gate/up/down).
 double layer_parameters(const model::Transformer& m) {
@@ -220,19 +161,20 @@ ModelBenchReport run_model_bench(model::Transformer& m, const std::string& descr
   rep.gemm_gflops_fp32 = std::max(aten_gemm_rate(at::kFloat), simd_gemm_rate());
   std::vector<std::vector<int64_t>> layers;
   for (const auto& v : cfg.variants)  // all ranges checked before anything is timed
-    layers.push_back(converted_layers(v, cfg.hybrid_layers, m.num_layers()));
+    layers.push_back(variant_layers(v, cfg.hybrid_layers, m.num_layers()));
   const double params = layer_parameters(m);
   const int64_t total = static_cast<int64_t>(
       cfg.variants.size() * (cfg.prefill_lengths.size() + cfg.decode_contexts.size()));
   int64_t done = 0;
   auto tick = [&](ModelBenchRow row, const std::string& variant, const std::vector<int64_t>& l) {
     row.variant = variant;
-    row.layers = describe(l, m.num_layers());
+    row.layers = describe_layers(l, m.num_layers());
     report(progress, ++done, total, "cells", fmt::format("{} {} N={}", variant, row.mode, row.n));
     rep.rows.push_back(std::move(row));
   };
+  const VariantSetup setup{cfg.chunk, cfg.groups, cfg.window, cfg.seed, false};
   for (size_t i = 0; i < cfg.variants.size(); ++i) {
-    apply(m, layers[i], cfg);
+    apply_variant(m, layers[i], setup);
     for (int64_t n : cfg.prefill_lengths) {
       ModelBenchRow row = time_prefill(m, n, cfg, rep.memory_reset_ok);
       const double flops = 2.0 * params * n + attention_flops(m.config(), layers[i], n, cfg.chunk);
@@ -243,7 +185,7 @@ ModelBenchReport run_model_bench(model::Transformer& m, const std::string& descr
     for (int64_t n : cfg.decode_contexts)
       tick(time_decode(m, n, cfg, rep.memory_reset_ok), cfg.variants[i], layers[i]);
   }
-  apply(m, {}, cfg);
+  apply_variant(m, {}, setup);
   return rep;
 }
 

@@ -11,8 +11,8 @@
 
 #include "oal/calib/shared_capture.h"
 #include "oal/core/error.h"
-#include "oal/train/chunked_nll.h"
 #include "oal/train/schedule.h"
+#include "oal/train/update.h"
 
 namespace oal::train {
 namespace fs = std::filesystem;
@@ -78,44 +78,6 @@ void reseed_dropout(at::Device device, uint64_t seed, int64_t step) {
   auto gen = at::globalContext().defaultGenerator(device);
   std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_current_seed(splitmix64(x) >> 1);
-}
-
-// The LM head as a dense fp32 [V, hidden] tensor for the chunked loss, decoded once per
-// run (a quantized or bf16 head would otherwise be widened on every update).
-at::Tensor loss_head(const model::Transformer& model) {
-  const model::Linear& head = model.lm_head();
-  check(!head.bias.defined() && !head.delta, k_op,
-        "the LM head must be a plain projection (no bias, no adapter) to train through it");
-  at::NoGradGuard no_grad;
-  return head.dense_weight().to(model.device());
-}
-
-// Summed next-token NLL of `blocks` [N, ctx]; `head` from loss_head(). The logits are
-// never held for all positions at once (chunked_nll.h).
-at::Tensor block_nll_sum(const model::Transformer& model, const at::Tensor& head,
-                         const at::Tensor& blocks) {
-  const at::Tensor x = blocks.narrow(1, 0, blocks.size(1) - 1);
-  const at::Tensor y = blocks.narrow(1, 1, blocks.size(1) - 1);
-  const at::Tensor h = model.hidden_states(x);
-  return chunked_nll_sum(h.reshape({-1, h.size(-1)}), head, y.reshape({-1}));
-}
-
-// Sum of `grads` over ranks in one collective (flattened), in place.
-void all_reduce_grads(dist::World& world, const std::vector<at::Tensor>& params) {
-  if (world.size() == 1) return;
-  std::vector<at::Tensor> flat;
-  for (const auto& p : params)
-    flat.push_back(p.grad().defined() ? p.grad().reshape({-1}).to(at::kDouble)
-                                      : at::zeros({p.numel()}, at::kDouble));
-  at::Tensor all = at::cat(flat).contiguous();
-  world.all_reduce_sum(all);
-  int64_t at_ = 0;
-  for (const auto& p : params) {
-    const at::Tensor part = all.narrow(0, at_, p.numel()).view(p.sizes());
-    if (p.grad().defined()) p.mutable_grad().copy_(part);
-    else p.mutable_grad() = part.to(p.scalar_type());
-    at_ += p.numel();
-  }
 }
 
 // Summed NLL of `blocks` [N, ctx] in batches of `batch`, no gradient, fp64 on the CPU.
@@ -262,22 +224,8 @@ FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
     const at::Tensor blocks = calib::rank_share(all, world).to(dev);
     lora.set_training(true);
     const double targets = double(all.numel() - all.size(0));  // of the whole batch
-    double loss_v = 0;
-    if (blocks.size(0) > 0) {
-      at::Tensor loss = block_nll_sum(model, head, blocks) / targets;
-      loss_v = loss.item<double>();
-      loss.backward();
-    }
-    if (world.size() > 1) {
-      at::Tensor l = at::tensor({loss_v}, at::kDouble);
-      world.all_reduce_sum(l);
-      loss_v = l.item<double>();
-    }
-    check(std::isfinite(loss_v), k_op, "training loss is not finite at update {}", step + 1);
-    all_reduce_grads(world, params);
-    const double gn = clip_grad_norm(params, o.clip_norm);
-    opt.step();
-    opt.zero_grad();
+    const UpdateResult u = run_update(model, head, blocks, targets, params, opt, o.clip_norm, world);
+    const double loss_v = u.loss, gn = u.grad_norm;
     tokens += all.numel();
     res.steps_log.push_back({step + 1, loss_v, lr, gn});
 

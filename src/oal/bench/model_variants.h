@@ -1,0 +1,36 @@
+#pragma once
+// The model variants the whole-model benchmarks compare (`oal bench --model`, with or
+// without --train): "softmax" (the original), "oal" (every layer converted) and "hybrid"
+// (the layers of a range, model/hybrid.h). Converted layers get OAL with synthetic
+// kernels (bench_methods.h bench_kernels: speed does not depend on fitted values),
+// beside an exact window when one is set.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "oal/attention/windowed/window.h"
+#include "oal/model/transformer.h"
+
+namespace oal::bench {
+
+// The converted layers of a variant: none, all, or the hybrid `range`. Throws
+// oal::Error("[bench] ...") for an unknown variant or a bad range.
+std::vector<int64_t> variant_layers(const std::string& variant, const std::string& range,
+                                    int64_t num_layers);
+
+// "none", "3-26 of 30" for a contiguous run, else "24 of 30".
+std::string describe_layers(const std::vector<int64_t>& layers, int64_t num_layers);
+
+struct VariantSetup {
+  int64_t chunk = 64, groups = 3;  // OAL layers: chunk size, groups per head
+  attn::Window window{};           // set: the OAL layers run beside this exact window
+  uint64_t seed = 0;
+  bool trainable = false;          // kernels (and c_h) as trainable leaves, for --train
+};
+
+// Sets every layer's attention: OAL on `converted`, softmax (with the model's KV cache
+// type) elsewhere; {} restores the original model.
+void apply_variant(model::Transformer& m, const std::vector<int64_t>& converted,
+                   const VariantSetup& setup);
+
+}  // namespace oal::bench
