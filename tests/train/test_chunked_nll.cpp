@@ -45,6 +45,18 @@ TEST(ChunkedNll, MatchesFullLogSoftmaxAcrossChunks) {
   }
 }
 
+TEST(ChunkedNll, KernelsWithTheTransposedHeadGiveTheSameGradient) {
+  const Case c = make_case(70, 32, 500, 4);
+  const auto [ref_loss, ref_grad] = reference(c);
+  at::Tensor h = c.hidden.clone().set_requires_grad(true);
+  at::Tensor loss = chunked_nll_sum(h, c.head, c.targets, 16, c.head.t().contiguous());
+  loss.backward();
+  // As above (fp32 products of length 32 and 500).
+  EXPECT_NEAR(loss.item<double>(), ref_loss, 1e-5 * std::abs(ref_loss));
+  EXPECT_TRUE(at::allclose(h.grad().to(at::kDouble), ref_grad, 1e-4, 1e-5));
+  EXPECT_THROW(chunked_nll_sum(h, c.head, c.targets, 16, c.head), oal::Error);  // not [H, V]
+}
+
 TEST(ChunkedNll, ScalesByTheIncomingGradientAndTakesStridedHidden) {
   const Case c = make_case(33, 16, 50, 5);
   const auto [ref_loss, ref_grad] = reference(c);

@@ -2,6 +2,8 @@
 #include <ATen/Parallel.h>
 #include <fmt/core.h>
 
+#include <cstdlib>
+
 
 #include "weights_option.h"
 #include "command.h"
@@ -144,6 +146,10 @@ void run(BenchArgs a, bool lengths_given) {
   if (a.threads > 0) oal::configure_threads(a.threads);
   namespace kc = oal::simd;
   if (!a.simd.empty() && a.simd != "auto") kc::force_target(kc::parse_target(a.simd));
+  // --train times the update `oal finetune` runs, and finetune pins oal's own GEMM
+  // (main.cpp) unless OAL_GEMM says otherwise; --gemm below still overrides.
+  const char* gemm_env = std::getenv("OAL_GEMM");
+  if (a.train && (gemm_env == nullptr || *gemm_env == '\0')) kc::set_gemm_policy(kc::GemmPolicy::own);
   if (a.gemm == "own") kc::set_gemm_policy(kc::GemmPolicy::own);
   else if (a.gemm == "blas") kc::set_gemm_policy(kc::GemmPolicy::blas);
   else oal::check(a.gemm.empty() || a.gemm == "auto", "bench", "--gemm: '{}', expected own, blas or auto", a.gemm);

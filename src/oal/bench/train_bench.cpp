@@ -47,7 +47,7 @@ std::vector<at::Tensor> kernel_params(const model::Transformer& m,
 double median_of(std::vector<double> v) { return summarize(std::move(v)).median; }
 
 // The rows of one variant: warm-up and timed updates per block length.
-void time_variant(const model::Transformer& model, const at::Tensor& head,
+void time_variant(const model::Transformer& model, const train::LossHead& head,
                   std::vector<at::Tensor> params, const TrainBenchConfig& cfg,
                   TrainBenchRow proto, TrainBenchReport& rep, const std::function<void()>& tick) {
   train::AdamW opt(params);
@@ -104,7 +104,7 @@ TrainBenchReport run_train_bench(model::Transformer& model, const std::string& d
   rep.isa = simd::target_name(simd::active_target());
   rep.model = description;
   rep.config = cfg;
-  const at::Tensor head = train::loss_head(model);
+  const train::LossHead head = train::prepare_for_training(model);
   const VariantSetup setup{cfg.chunk, cfg.groups, cfg.window, cfg.seed, cfg.train_kernel};
   const int64_t total = static_cast<int64_t>(cfg.variants.size() * cfg.contexts.size()) *
                         (cfg.warmup + cfg.repeats);

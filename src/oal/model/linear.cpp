@@ -3,6 +3,7 @@
 #include "oal/attention/simd_path.h"
 #include "oal/core/error.h"
 #include "oal/io/gguf_quants.h"
+#include "oal/model/frozen_linear.h"
 #include "oal/simd/linear_f32.h"
 #include "oal/simd/linear_quant.h"
 
@@ -102,7 +103,9 @@ at::Tensor Linear::forward(const at::Tensor& x) const {
   if (quant.defined())
     check(x.size(-1) == quant.cols, "linear", "input has {} features, the weight expects {}",
           x.size(-1), quant.cols);
-  at::Tensor y = quant.defined() ? quant_forward(quant, x, bias) : dense_forward(weight, x, bias);
+  at::Tensor y = frozen_linear_ready(*this, x) ? frozen_linear(x, *this)
+                 : quant.defined()               ? quant_forward(quant, x, bias)
+                                                 : dense_forward(weight, x, bias);
   if (delta) y = y + delta->apply(x);
   return y;
 }

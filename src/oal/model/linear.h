@@ -25,6 +25,9 @@ struct Linear {
   QuantWeight quant;  // the weight in a ggml block type ([out, in]), or empty
   at::Tensor bias;    // [out] fp32, or undefined
   std::shared_ptr<LinearDelta> delta;  // optional adapter, null by default
+  // Wᵀ [in, out] fp32, or undefined: set for training by prepare_frozen_projections
+  // (frozen_linear.h), which then runs forward() on inputs that record autograd.
+  at::Tensor weight_t;
 
   int64_t in_features() const { return quant.defined() ? quant.cols : weight.size(1); }
   int64_t out_features() const { return quant.defined() ? quant.rows : weight.size(0); }

@@ -90,6 +90,12 @@ void linear_blas(int64_t M, int64_t N, int64_t K, const float* x, const float* w
 
 }  // namespace
 
+bool linear_f32_on_blas() {
+  const GemmPolicy p = gemm_policy();
+  return p == GemmPolicy::blas ||
+         (p == GemmPolicy::automatic && big_gemm_backend() == GemmBackend::blas);
+}
+
 void linear_f32(int64_t M, int64_t N, int64_t K, const float* x, const float* w,
                 const float* bias, float* y, int threads) {
   check(M >= 1 && N >= 1 && K >= 1, "linear_f32", "expected positive sizes, got M={} N={} K={}",
@@ -102,10 +108,7 @@ void linear_f32(int64_t M, int64_t N, int64_t K, const float* x, const float* w,
     });
     return;
   }
-  const GemmPolicy p = gemm_policy();
-  const bool blas = p == GemmPolicy::blas ||
-                    (p == GemmPolicy::automatic && big_gemm_backend() == GemmBackend::blas);
-  if (blas)
+  if (linear_f32_on_blas())
     linear_blas(M, N, K, x, w, bias, y);
   else
     linear_own(M, N, K, x, w, bias, y, threads);

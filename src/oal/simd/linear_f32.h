@@ -14,4 +14,8 @@ namespace oal::simd {
 void linear_f32(int64_t M, int64_t N, int64_t K, const float* x, const float* w,
                 const float* bias, float* y, int threads = 0);
 
+// Whether linear_f32 runs products of more than 8 rows as one multi-threaded BLAS call
+// (the policy, or the measured rule) rather than on ATen's threads.
+bool linear_f32_on_blas();
+
 }  // namespace oal::simd

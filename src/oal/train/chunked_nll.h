@@ -22,11 +22,15 @@ inline constexpr int64_t k_nll_chunk = 256;
 //   hidden  [M, H] fp32 (any strides; may require grad)
 //   head    [V, H] fp32, frozen (must not require grad)
 //   targets [M] int64 in [0, V)
+//   head_t  [H, V] fp32 contiguous (= headᵀ), or undefined.
+// On the CPU the logits run on the projection kernels, and so does the gradient when
+// head_t is given (model/frozen_linear.h says why); elsewhere at::mm.
 // The gradient is computed with the loss (it costs one more GEMM per chunk, no second
 // pass over the logits) when `hidden` requires grad and grad mode is on, and scaled by
 // the incoming gradient in backward. Errors ("[chunked_nll] ...") for wrong shapes,
 // dtypes, a head that requires grad, targets outside [0, V), chunk < 1.
 at::Tensor chunked_nll_sum(const at::Tensor& hidden, const at::Tensor& head,
-                           const at::Tensor& targets, int64_t chunk = k_nll_chunk);
+                           const at::Tensor& targets, int64_t chunk = k_nll_chunk,
+                           const at::Tensor& head_t = {});
 
 }  // namespace oal::train

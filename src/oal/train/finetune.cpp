@@ -81,7 +81,7 @@ void reseed_dropout(at::Device device, uint64_t seed, int64_t step) {
 }
 
 // Summed NLL of `blocks` [N, ctx] in batches of `batch`, no gradient, fp64 on the CPU.
-at::Tensor nll_total(const model::Transformer& model, const at::Tensor& head,
+at::Tensor nll_total(const model::Transformer& model, const LossHead& head,
                      const at::Tensor& blocks, int64_t batch) {
   at::NoGradGuard no_grad;
   const at::Device dev = model.device();
@@ -94,7 +94,7 @@ at::Tensor nll_total(const model::Transformer& model, const at::Tensor& head,
 }
 
 // Mean NLL per target over every rank's share of `blocks`.
-double validation_nll(const model::Transformer& model, const at::Tensor& head,
+double validation_nll(const model::Transformer& model, const LossHead& head,
                       const at::Tensor& blocks, int64_t batch, dist::World& world) {
   check(blocks.dim() == 2 && blocks.size(0) >= 1 && blocks.size(1) >= 2, k_op,
         "validation blocks must be [N >= 1, ctx >= 2]");
@@ -121,7 +121,9 @@ int64_t block_for_position(int64_t position, int64_t num_blocks, uint64_t seed) 
 }
 
 double mean_block_nll(const model::Transformer& model, const at::Tensor& blocks, int64_t batch) {
-  return validation_nll(model, loss_head(model), blocks, batch, *dist::single_process());
+  at::NoGradGuard no_grad;  // the logits alone: no transposed head needed
+  const LossHead head{model.lm_head().dense_weight().to(model.device()).contiguous(), {}};
+  return validation_nll(model, head, blocks, batch, *dist::single_process());
 }
 
 FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
@@ -149,7 +151,7 @@ FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
   AdamW opt(params, o.adamw);
   const LrSchedule sched{o.adamw.lr, o.steps, o.warmup_fraction};
   const at::Device dev = model.device();
-  const at::Tensor head = loss_head(model);
+  const LossHead head = prepare_for_training(model);
 
   auto assign = [&](const std::map<std::string, at::Tensor>& values) {
     at::NoGradGuard no_grad;

@@ -14,15 +14,22 @@
 
 namespace oal::train {
 
-// The LM head as a dense fp32 [V, hidden] tensor on the model's device, for the chunked
-// loss: decoded once per run (a quantized or bf16 head would otherwise be widened on
-// every update). Throws oal::Error("[finetune] ...") for a head with a bias or adapter.
-at::Tensor loss_head(const model::Transformer& model);
+// The LM head as the chunked loss reads it.
+struct LossHead {
+  at::Tensor w;    // [V, hidden] fp32 on the model's device
+  at::Tensor w_t;  // [hidden, V] fp32 contiguous on the CPU (the kernels' operand), else undefined
+};
+
+// What an update needs, built once per model rather than per call: Wᵀ of every frozen
+// projection (model/frozen_linear.h; CPU fp32 weights) and the LM head decoded to dense
+// fp32 with its transpose (a quantized or bf16 head would otherwise be widened on every
+// update). Throws oal::Error("[finetune] ...") for a head with a bias or adapter.
+LossHead prepare_for_training(model::Transformer& model);
 
 // Summed next-token NLL of `blocks` int64 [N, ctx] (targets: N·(ctx−1)), a 0-dim fp32
-// tensor, differentiable when grad mode is on; `head` from loss_head(). The logits are
-// never held for all positions at once (chunked_nll.h).
-at::Tensor block_nll_sum(const model::Transformer& model, const at::Tensor& head,
+// tensor, differentiable when grad mode is on. The logits are never held for all
+// positions at once (chunked_nll.h).
+at::Tensor block_nll_sum(const model::Transformer& model, const LossHead& head,
                          const at::Tensor& blocks);
 
 struct UpdateResult {
@@ -36,7 +43,7 @@ struct UpdateResult {
 // backward, gradients of `params` summed over `world`, clipped to `clip_norm`, one step
 // of `opt`, gradients cleared. Throws oal::Error("[finetune] ...") when the loss is not
 // finite (before the optimizer touches anything).
-UpdateResult run_update(const model::Transformer& model, const at::Tensor& head,
+UpdateResult run_update(const model::Transformer& model, const LossHead& head,
                         const at::Tensor& blocks, double targets,
                         const std::vector<at::Tensor>& params, AdamW& opt, double clip_norm,
                         dist::World& world);

@@ -7,6 +7,7 @@
 #include "oal/attention/qkv_shape.h"
 #include "oal/attention/simd_path.h"
 #include "oal/attention/softmax/softmax.h"
+#include "oal/attention/softmax/softmax_train.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
 #include "oal/io/gguf_quants.h"
@@ -16,11 +17,14 @@ namespace oal::attn {
 namespace {
 
 // The dispatch point: the flash-style CPU kernel whenever it can take the inputs (CPU,
-// fp32/bf16, no autograd), the differentiable tiled reference otherwise. Both compute in
-// fp32.
+// fp32/bf16, no autograd); under autograd on fp32 CPU whole sequences, the training
+// kernel (O(N) memory, softmax_train.h); the differentiable tiled reference otherwise.
+// All compute in fp32.
 at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t block,
                   std::optional<double> scale) {
   if (simd_blocker(q, k, v).empty()) return softmax_attention_flash(q, k, v, scale);
+  if (softmax_train_ready(q, k, v))
+    return softmax_attention_train(q, k, v, scale.value_or(1.0 / std::sqrt(double(q.size(-1)))));
   return softmax_attention_tiled(q, k, v, block, scale);
 }
 
