@@ -17,6 +17,11 @@
 #   plain    the plain fit of all 30 layers (calib-all), for the plain conversions
 #   ppl      perplexity at ctx 1024 (blocks 0-15) and ctx 4096 (blocks 0-3: the same text)
 #   passkey  recall at 1K/4K/8K (key depths 0-0.75 lie outside the window; depth 1 inside)
+#   long     fitted at the run's context: oal (and the global fit it starts from) on
+#            4096-token blocks 4-5 (validation 6, disjoint from the evaluated blocks 0-3),
+#            layers 3-26, 50 updates, at W = 64 and 256; converted with the windowed-only
+#            rule at the same W; perplexity at ctx 1024 and 4096; Table 2 of the
+#            windowed-only rule at W = 256 (not in the default STEPS: ~45 min)
 #
 # Environment: OAL=build/release/oal OUT=runs/smollm2 LAYERS=5,15,25 UPDATES=1000
 #   VAL_EVERY=100 PATIENCE=400 STEPS=...
@@ -100,6 +105,21 @@ for step in $STEPS; do
         timed "passkey-$m" "$OAL" eval --model "$path" --task passkey --lengths 1024,4096,8192 \
           --trials 1 --quiet --json
       done ;;
+    long)
+      for W in 64 256; do
+        run="calib-oal-hybrid-s4w$W-ctx4096"
+        [ -f "$OUT/$run/calibration.json" ] || timed "$run" "$OAL" calibrate --model "$M" --text "$T" \
+          --groups "$OUT/groups-all.json" --methods oal --ctx 4096 --layers 3-26 --train-blocks 4-5 \
+          --val-blocks 6 --eval-blocks 0-3 --max-updates 50 --val-every 25 --patience 50 \
+          --sinks 4 --window "$W" --out "$OUT/$run" --quiet --json
+        convert "conv-oal-hybrid-s4w$W-ctx4096" --calib "$OUT/$run" --method oal
+        convert "conv-window-hybrid-s4w$W" --method window --sinks 4 --window "$W"
+        for m in "conv-oal-hybrid-s4w$W-ctx4096" "conv-window-hybrid-s4w$W"; do
+          timed "ppl1024-$m" "$OAL" ppl --model "$OUT/$m" --text "$T" --ctx 1024 --max-blocks 16 --quiet --json
+          timed "ppl4096-$m" "$OAL" ppl --model "$OUT/$m" --text "$T" --ctx 4096 --max-blocks 4 --quiet --json
+        done
+      done
+      linearize linearize-s4w256-window 4 256 window ;;
     *) echo "windowed_smollm2: unknown step '$step'" >&2; exit 2 ;;
   esac
 done
