@@ -9,7 +9,10 @@
 #                         [--threads 2] [--simd avx2] [--repeats 3] [--warmup 1] [--out DIR]
 #   scripts/bench-peer.sh --sweep 8192,16384,32768 [...]   # long contexts, one pass per N
 #                         [--kv-cache f16|f32|q8_0] [--ubatch 512] [--reuse-peer]
+#                         [--sinks S --window W]
 #
+# --sinks/--window: oal's converted layers (all-OAL and hybrid rows) are windowed OAL
+# (exact sinks and a recent window beside the kernel, docs/adapt.md).
 # --kv-cache: the softmax-layer KV cache of both programs (default f16, llama.cpp's
 # default; llama.cpp gets -ctk/-ctv of the same type). --ubatch: oal's prefill ubatch (default 512, llama.cpp's; 0 = the whole prompt
 # at once). --reuse-peer: keep the llama.cpp outputs already in DIR (same model, threads
@@ -38,6 +41,8 @@ out=runs/peer
 sweep=""
 kv_cache=f16
 ubatch=512
+sinks=0
+window=0
 reuse_peer=0
 oal=${OAL_BIN:-build/release/oal}
 while [ $# -gt 0 ]; do
@@ -54,7 +59,9 @@ while [ $# -gt 0 ]; do
     --kv-cache) kv_cache=$2; shift 2 ;;
     --ubatch) ubatch=$2; shift 2 ;;
     --reuse-peer) reuse_peer=1; shift ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    --sinks) sinks=$2; shift 2 ;;
+    --window) window=$2; shift 2 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "bench-peer: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -121,7 +128,8 @@ fi
 echo "bench-peer: oal bench --model $model ($threads threads${simd:+, SIMD $simd}, KV cache $kv_cache, ubatch $ubatch)" >&2
 OAL_THREADS=$threads "$oal" bench --model "$model" --variants softmax,oal,hybrid \
   --prefill-n "$prefill" --n "$depths" --repeats "$repeats" --warmup "$warmup" --decode-steps 32 \
-  ${simd:+--simd "$simd"} --weights auto --kv-cache "$kv_cache" --ubatch "$ubatch" --json --quiet \
+  ${simd:+--simd "$simd"} --weights auto --kv-cache "$kv_cache" --ubatch "$ubatch" \
+  --sinks "$sinks" --window "$window" --json --quiet \
   > "$out/oal-bench.json"
 
 llama_args=()
