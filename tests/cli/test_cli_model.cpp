@@ -307,6 +307,27 @@ TEST(CliModel, QuantDotInt8RunsTheRealModelAndBeatsTheEnvironment) {
   EXPECT_NE(bad.err.find("OAL_QUANT_DOT='int4': expected dequant or int8"), std::string::npos) << bad.err;
 }
 
+TEST(CliModel, BenchTrainTimesLoraUpdatesOfEachVariant) {
+  auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
+  const CliResult r = oal_run("bench --model " + q(model) +
+                              " --train --variants softmax,hybrid --sinks 1 --window 4 --n 16,32 --groups 2"
+                              " --repeats 1 --warmup 0 --json --quiet");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 4u);
+  EXPECT_EQ(j["rows"][0]["variant"], "softmax");
+  EXPECT_EQ(j["rows"][2]["variant"], "hybrid");
+  EXPECT_EQ(j["rows"][3]["ctx"], 32);
+  EXPECT_GT(j["rows"][2]["kernel_parameters"].get<int64_t>(), 0);  // L and c_h trained
+  EXPECT_EQ(j["window"], "S=1,W=4");
+  const CliResult no_model = oal_run("bench --train --quiet");
+  EXPECT_EQ(no_model.status, 1);
+  EXPECT_NE(no_model.err.find("--train needs --model"), std::string::npos) << no_model.err;
+  const CliResult csv = oal_run("bench --model " + q(model) + " --train --format csv --quiet");
+  EXPECT_EQ(csv.status, 1);
+  EXPECT_NE(csv.err.find("md or json"), std::string::npos) << csv.err;
+}
+
 TEST(CliModel, CaptureWritesReadableFile) {
   auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
   auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
