@@ -79,6 +79,9 @@ TEST(TrainBench, BadConfigurationsAreErrors) {
   c.lora.rank = 8;
   c.variants = {"linear"};
   fails(c, "unknown model variant");
+  c.variants = {"hybrid"};
+  c.groups = 5;  // 1 + 2·4 dimensions > head_dim 8
+  fails(c, "use --groups 4 or fewer");
   // Nothing was left attached by the failed runs.
   for (int64_t l = 0; l < m.num_layers(); ++l) EXPECT_EQ(m.layer(l).q_proj.delta, nullptr);
 }

@@ -320,6 +320,9 @@ TEST(CliModel, BenchTrainTimesLoraUpdatesOfEachVariant) {
   EXPECT_EQ(j["rows"][3]["ctx"], 32);
   EXPECT_GT(j["rows"][2]["kernel_parameters"].get<int64_t>(), 0);  // L and c_h trained
   EXPECT_EQ(j["window"], "S=1,W=4");
+  const CliResult big = oal_run("bench --model " + q(model) + " --train --n 16 --groups 5 --quiet");
+  EXPECT_EQ(big.status, 1);
+  EXPECT_NE(big.err.find("use --groups 4 or fewer"), std::string::npos) << big.err;
   const CliResult no_model = oal_run("bench --train --quiet");
   EXPECT_EQ(no_model.status, 1);
   EXPECT_NE(no_model.err.find("--train needs --model"), std::string::npos) << no_model.err;

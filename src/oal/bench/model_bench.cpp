@@ -146,8 +146,7 @@ void validate(const ModelBenchConfig& c) {
 ModelBenchReport run_model_bench(model::Transformer& m, const std::string& description,
                                  const ModelBenchConfig& cfg, const ProgressFn& progress) {
   validate(cfg);
-  check(cfg.groups <= m.config().head_dim, k_op, "groups {} exceed head_dim {}", cfg.groups,
-        m.config().head_dim);
+  check_variant_groups(cfg.groups, m.config().head_dim);
   at::NoGradGuard no_grad;
   ModelBenchReport rep;
   rep.config = cfg;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "oal/attention/method_names.h"
@@ -31,6 +32,13 @@ std::string describe_layers(const std::vector<int64_t>& layers, int64_t num_laye
   if (contiguous)
     return fmt::format("{}-{} of {}", layers.front(), layers.back(), num_layers);
   return fmt::format("{} of {}", layers.size(), num_layers);
+}
+
+void check_variant_groups(int64_t groups, int64_t head_dim) {
+  check(groups >= 1 && 2 * groups - 1 <= head_dim, "bench",
+        "--groups {}: the bench kernels need head_dim >= 2·groups − 1 (two dimensions per "
+        "group after the first), this model's heads have {}; use --groups {} or fewer",
+        groups, head_dim, std::max<int64_t>(1, (head_dim + 1) / 2));
 }
 
 void apply_variant(model::Transformer& m, const std::vector<int64_t>& converted,

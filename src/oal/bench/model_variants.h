@@ -21,6 +21,11 @@ std::vector<int64_t> variant_layers(const std::string& variant, const std::strin
 // "none", "3-26 of 30" for a contiguous run, else "24 of 30".
 std::string describe_layers(const std::vector<int64_t>& layers, int64_t num_layers);
 
+// Throws oal::Error("[bench] ...") unless the bench kernels can give `groups` groups to
+// a head of `head_dim` dimensions (groups 1.. take two dimensions each, group 0 the
+// rest: head_dim >= 2·groups − 1), with a hint for the largest that fits.
+void check_variant_groups(int64_t groups, int64_t head_dim);
+
 struct VariantSetup {
   int64_t chunk = 64, groups = 3;  // OAL layers: chunk size, groups per head
   attn::Window window{};           // set: the OAL layers run beside this exact window

@@ -29,9 +29,8 @@ void check_config(const TrainBenchConfig& c, const model::ModelConfig& m) {
   check(c.repeats >= 1 && c.warmup >= 0, k_op,
         "--train: need repeats >= 1 and warmup >= 0, got {} and {}", c.repeats, c.warmup);
   c.lora.validate();
-  check(c.chunk >= 1 && c.groups >= 1 && c.groups <= m.head_dim, k_op,
-        "--train: chunk >= 1 and groups in [1, head_dim {}] expected, got {} and {}", m.head_dim,
-        c.chunk, c.groups);
+  check(c.chunk >= 1, k_op, "--train: chunk must be >= 1, got {}", c.chunk);
+  check_variant_groups(c.groups, m.head_dim);
   c.window.validate(k_op);
 }
 
