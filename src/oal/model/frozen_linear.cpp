@@ -8,9 +8,6 @@
 #include "oal/simd/linear_f32.h"
 
 namespace oal::model {
-namespace {
-
-}  // namespace
 
 at::Tensor kernel_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
   const at::Tensor xc = x.contiguous();
@@ -27,16 +24,17 @@ at::Tensor kernel_product(const at::Tensor& x, const at::Tensor& w, const at::Te
 namespace {
 
 struct FrozenLinear : torch::autograd::Function<FrozenLinear> {
+  // The weights travel as non-differentiable arguments (apply() would record them as
+  // inputs); the backward keeps a reference to Wᵀ, not a copy.
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             const Linear* lin) {
-    ctx->saved_data["lin"] = reinterpret_cast<int64_t>(lin);
+    ctx->saved_data["weight_t"] = lin->weight_t;
     return kernel_product(x, lin->weight, lin->bias);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad) {
-    const auto* lin = reinterpret_cast<const Linear*>(ctx->saved_data["lin"].toInt());
     // dx = dy W = dy (Wᵀ)ᵀ: the same kernel with Wᵀ [in, out] as its weight operand.
-    return {kernel_product(grad[0], lin->weight_t, at::Tensor()), at::Tensor()};
+    return {kernel_product(grad[0], ctx->saved_data["weight_t"].toTensor()), at::Tensor()};
   }
 };
 
