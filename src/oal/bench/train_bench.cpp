@@ -9,6 +9,7 @@
 
 #include "oal/bench/bench_measure.h"
 #include "oal/bench/model_variants.h"
+#include "oal/convert/convert.h"
 #include "oal/core/error.h"
 #include "oal/dist/world.h"
 #include "oal/simd/isa.h"
@@ -32,15 +33,6 @@ void check_config(const TrainBenchConfig& c, const model::ModelConfig& m) {
   check(c.chunk >= 1, k_op, "--train: chunk must be >= 1, got {}", c.chunk);
   check_variant_groups(c.groups, m.head_dim);
   c.window.validate(k_op);
-}
-
-// The trainable tensors of the converted layers (L, and c_h beside a window).
-std::vector<at::Tensor> kernel_params(const model::Transformer& m,
-                                      const std::vector<int64_t>& converted) {
-  std::vector<at::Tensor> out;
-  for (int64_t l : converted)
-    for (const at::Tensor& p : m.attention(l).parameters()) out.push_back(p);
-  return out;
 }
 
 double median_of(std::vector<double> v) { return summarize(std::move(v)).median; }
@@ -118,7 +110,7 @@ TrainBenchReport run_train_bench(model::Transformer& model, const std::string& d
       proto.variant = cfg.variants[i];
       proto.layers = describe_layers(layers[i], model.num_layers());
       std::vector<at::Tensor> params = lora.parameters();
-      for (const at::Tensor& p : kernel_params(model, layers[i])) {
+      for (const auto& [name, p] : convert::kernel_parameters(model, layers[i])) {
         params.push_back(p);
         proto.kernel_parameters += p.numel();
       }

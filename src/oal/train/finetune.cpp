@@ -121,9 +121,7 @@ int64_t block_for_position(int64_t position, int64_t num_blocks, uint64_t seed) 
 }
 
 double mean_block_nll(const model::Transformer& model, const at::Tensor& blocks, int64_t batch) {
-  at::NoGradGuard no_grad;  // the logits alone: no transposed head needed
-  const LossHead head{model.lm_head().dense_weight().to(model.device()).contiguous(), {}};
-  return validation_nll(model, head, blocks, batch, *dist::single_process());
+  return validation_nll(model, loss_head(model), blocks, batch, *dist::single_process());
 }
 
 FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,

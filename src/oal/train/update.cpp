@@ -40,14 +40,18 @@ void all_reduce_grads(dist::World& world, const std::vector<at::Tensor>& params)
 
 }  // namespace
 
-LossHead prepare_for_training(model::Transformer& model) {
+LossHead loss_head(const model::Transformer& model) {
   const model::Linear& head = model.lm_head();
   check(!head.bias.defined() && !head.delta, k_op,
         "the LM head must be a plain projection (no bias, no adapter) to train through it");
+  at::NoGradGuard no_grad;
+  return {head.dense_weight().to(model.device()).contiguous(), {}};
+}
+
+LossHead prepare_for_training(model::Transformer& model) {
+  LossHead h = loss_head(model);
   model::prepare_frozen_projections(model);
   at::NoGradGuard no_grad;
-  LossHead h;
-  h.w = head.dense_weight().to(model.device()).contiguous();
   if (h.w.device().is_cpu()) h.w_t = h.w.t().contiguous();
   return h;
 }

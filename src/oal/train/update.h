@@ -20,6 +20,9 @@ struct LossHead {
   at::Tensor w_t;  // [hidden, V] fp32 contiguous on the CPU (the kernels' operand), else undefined
 };
 
+// The head alone (w_t undefined): enough for a loss without a gradient.
+LossHead loss_head(const model::Transformer& model);
+
 // What an update needs, built once per model rather than per call: Wᵀ of every frozen
 // projection (model/frozen_linear.h; CPU fp32 weights) and the LM head decoded to dense
 // fp32 with its transpose (a quantized or bf16 head would otherwise be widened on every

@@ -144,8 +144,9 @@ struct SoftmaxTrain : torch::autograd::Function<SoftmaxTrain> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad) {
     const auto saved = ctx->get_saved_variables();
-    const Operands o = operands(saved[0], saved[1], saved[2], ctx->saved_data["scale"].toDouble(),
-                                ctx->saved_data["block"].toInt());
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const int64_t block = ctx->saved_data["block"].toInt();
+    const Operands o = operands(saved[0], saved[1], saved[2], scale, block);
     auto [dq, dk, dv] = backward_pass(o, saved[3], saved[4], grad[0]);
     return {dq, dk, dv, at::Tensor(), at::Tensor()};
   }
