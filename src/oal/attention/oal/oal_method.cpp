@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include "oal/attention/kernel_train.h"
 #include "oal/attention/method_names.h"
 #include "oal/core/fnv1a.h"
 
@@ -28,6 +29,12 @@ std::string QuadraticAttention::name() const {
 
 at::Tensor QuadraticAttention::forward(const at::Tensor& q, const at::Tensor& k,
                                        const at::Tensor& v) const {
+  // Training on the CPU: the blocked kernel that recomputes its weights in the backward
+  // (O(N) memory; kernel_train.h), unless the ATen path was asked for.
+  // (S = W = 0: no exact part, so c_h is a placeholder.)
+  if (options_.backend != HdBackend::aten && kernel_train_ready(q, k, v, &kernels_, at::Tensor()))
+    return kernel_attention_train(q, k, v, &kernels_, at::zeros({kernels_.heads()}, at::kFloat),
+                                  Window{});
   return hd_chunked(q, k, v, kernels_, options_).y;
 }
 

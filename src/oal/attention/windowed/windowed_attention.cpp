@@ -9,6 +9,7 @@
 #include <limits>
 #include <tuple>
 
+#include "oal/attention/kernel_train.h"
 #include "oal/attention/oal/hd.h"
 #include "oal/attention/qkv_shape.h"
 #include "oal/attention/simd_path.h"
@@ -84,6 +85,12 @@ std::string WindowedAttention::name() const { return base_ ? base_->name() : "wi
 at::Tensor WindowedAttention::forward(const at::Tensor& q, const at::Tensor& k,
                                       const at::Tensor& v) const {
   check_dim(q, 4, k_method_op, "q [B, Hq, T, D]");
+  // Training on the CPU: the blocked kernel that recomputes its weights in the backward
+  // (O(N) memory) instead of the ATen graph of the decode path below.
+  const LayerKernels* kernels = base_ ? &base_->kernels() : nullptr;
+  if (kernel_train_ready(q, k, v, kernels, log_scale_) &&
+      (!base_ || base_->options().backend != HdBackend::aten))
+    return kernel_attention_train(q, k, v, kernels, log_scale_, window_);
   WindowedDecodeState state(*this, q.size(0));
   return state.extend(q, k, v);
 }
