@@ -117,8 +117,11 @@ TEST(KernelTrain, OutputAndGradientsMatchPairwiseReference) {
           ASSERT_TRUE(a.dL.defined() && r.dL.defined()) << where;
           EXPECT_LT(rel_err(a.dL, r.dL), k_tol) << "dL " << where;
         }
-        // c_h has no effect without exact keys or without kernel keys (it cancels).
-        if (r.dc.abs().max().item<double>() > 1e-12)
+        // c_h has no effect without exact keys or without kernel keys (it cancels); the
+        // windowed-only method does not read it at all.
+        if (!with_kernel)
+          EXPECT_FALSE(a.dc.defined() && a.dc.abs().max().item<double>() > 0) << "dc " << where;
+        else if (r.dc.abs().max().item<double>() > 1e-12)
           EXPECT_LT(rel_err(a.dc, r.dc), k_tol) << "dc " << where;
         else
           EXPECT_LT(a.dc.abs().max().item<double>(), 1e-5) << "dc " << where;
@@ -161,11 +164,15 @@ TEST(KernelTrain, LayersDispatchToItUnderAutograd) {
   auto base = std::make_shared<QuadraticAttention>(QuadraticAttention::from_kernels(
       oal::test::random_kernels(4, 16, 3, 5), {.chunk = 16}, /*trainable=*/true, at::kFloat));
   WindowedAttention windowed(base, {4, 16}, randn({4}, 6), /*trainable=*/true);
-  const at::Tensor q = randn({1, 4, 90, 16}, 7, 1.0, at::kFloat);
+  // q records a graph, as the projections' outputs do in training.
+  const at::Tensor q = randn({1, 4, 90, 16}, 7, 1.0, at::kFloat).set_requires_grad(true);
   const at::Tensor k = randn({1, 2, 90, 16}, 8, 1.0, at::kFloat);
   const at::Tensor v = randn({1, 2, 90, 16}, 9, 1.0, at::kFloat);
+  // The windowed-only method keeps a one-value c_h (it cancels).
+  WindowedAttention window_only(nullptr, {2, 8}, at::zeros({1}), /*trainable=*/true);
   for (const AttentionMethod* m : {static_cast<const AttentionMethod*>(base.get()),
-                                   static_cast<const AttentionMethod*>(&windowed)}) {
+                                   static_cast<const AttentionMethod*>(&windowed),
+                                   static_cast<const AttentionMethod*>(&window_only)}) {
     const at::Tensor trained = m->forward(q, k, v);
     ASSERT_TRUE(trained.requires_grad()) << m->name();
     EXPECT_NE(trained.grad_fn()->name().find("KernelTrain"), std::string::npos)

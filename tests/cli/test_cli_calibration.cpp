@@ -253,6 +253,20 @@ TEST(CliCalibration, WindowedLinearizeScoreConvertAndPerplexity) {
   EXPECT_TRUE(fs::exists(dir / "ft" / "model" / "oal_attention" / "window.safetensors"));
   EXPECT_EQ(nlohmann::json::parse(oal::test::read_file(dir / "ft" / "model" / "oal_attention" / "calibration.json"))["window"], 8);
 
+  // The windowed-only method needs no run: finetune takes its window from --sinks /
+  // --window, and the layers from the scores (auto:K) as convert does.
+  Result ftw = run_oal("finetune --model '" + model.string() + "' --method window --sinks 2 --window 8 "
+                       "--layers auto:2 --layer-scores '" + (dir / "scores.json").string() +
+                       "' --train '" + text.string() + "' --val '" + text.string() +
+                       "' --train-blocks 40:60 --val-blocks 0:4 --steps 2 --ctx 128 --eval-every 2 --quiet --json --out '" +
+                       (dir / "ftw").string() + "'", dir);
+  ASSERT_EQ(ftw.status, 0) << ftw.err;
+  const auto fwj = nlohmann::json::parse(ftw.out);
+  EXPECT_EQ(fwj["method"], "window");
+  EXPECT_EQ(fwj["layers"].size(), 2u);
+  EXPECT_EQ(fwj["kernel_parameters"], 0);  // no kernel: LoRA only
+  EXPECT_EQ(nlohmann::json::parse(oal::test::read_file(dir / "ftw" / "model" / "oal_attention" / "calibration.json"))["window"], 8);
+
   Result refused = run_oal("calibrate" + common + " --methods taylorshift --window 8 --out '" +
                            (dir / "no").string() + "'", dir);
   EXPECT_NE(refused.status, 0);

@@ -104,9 +104,18 @@ oal::cli::Registrar reg{
           ->capture_default_str();
       app.add_option("--layers", o.convert.layers,
                      "Layers to convert: 'default' (24+ layers: all but the first and last three, "
-                     "e.g. 3-20 of 24; fewer: all but the first and last, e.g. 1-14 of 16) or a "
-                     "list such as 1-3")
+                     "e.g. 3-20 of 24; fewer: all but the first and last, e.g. 1-14 of 16), a "
+                     "list such as 1-3, or auto:K (needs --layer-scores)")
           ->capture_default_str();
+      app.add_option("--sinks", o.convert.window.sinks,
+                     "Sink tokens attended exactly (must match the calibration run; with "
+                     "--method window, no run is needed)")
+          ->capture_default_str();
+      app.add_option("--window", o.convert.window.recent,
+                     "Recent tokens attended exactly (must match the calibration run)")
+          ->capture_default_str();
+      app.add_option("--layer-scores", o.convert.layer_scores,
+                     "Scores from `oal layer-scores --out FILE`, for --layers auto:K");
       app.add_option("--train", a->train, "Training text file")->required();
       app.add_option("--val", a->val, "Validation text file")->required();
       app.add_option("--train-blocks", o.train_blocks, "Training blocks: A:B half-open (A: to the end) or A-B inclusive")->capture_default_str();

@@ -131,13 +131,13 @@ at::Tensor kernel_attention_train(const at::Tensor& q, const at::Tensor& k, cons
   check(q.size(2) == k.size(2), k_op, "expected queries and keys of one length, got {} and {}",
         q.size(2), k.size(2));
   window.validate(k_op);
+  if (!kernels) {  // c_h cancels without a kernel part (its gradient is 0): zeros serve
+    const at::Tensor none = at::zeros({1}, at::kFloat);
+    return KernelTrain::apply(q, k, v, none, at::zeros({q.size(1)}, at::kFloat), none, none,
+                              window.sinks, window.recent, 0.0, false);
+  }
   check(log_scale.defined() && log_scale.dim() == 1, k_op, "log_scale: expected [Hq], got {}",
         log_scale.defined() ? shape_str(log_scale) : std::string("none"));
-  if (!kernels) {
-    const at::Tensor none = at::zeros({1}, at::kFloat);
-    return KernelTrain::apply(q, k, v, none, log_scale, none, none, window.sinks, window.recent,
-                              0.0, false);
-  }
   const at::Tensor groups = at::tensor(kernels->groups, at::kLong);
   return KernelTrain::apply(q, k, v, kernels->L, log_scale, kernels->group_of, groups,
                             window.sinks, window.recent, kernels->eps, true);

@@ -27,7 +27,8 @@ bool kernel_train_ready(const at::Tensor& q, const at::Tensor& k, const at::Tens
                         const LayerKernels* kernels, const at::Tensor& log_scale);
 
 // The layer's attention over whole sequences. kernels: nullptr for the windowed-only
-// method (needs W >= 1); log_scale [Hq] (c_h; unused but required when S = W = 0).
+// method (needs W >= 1; c_h cancels there, so log_scale is not read and gets no
+// gradient); log_scale [Hq] (c_h; unused but required when S = W = 0).
 // Throws oal::Error("kernel_attention_train") on inputs kernel_train_ready refuses
 // (autograd aside) and on shapes that do not fit.
 at::Tensor kernel_attention_train(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

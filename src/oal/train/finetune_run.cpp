@@ -85,7 +85,8 @@ FinetuneRunResult run_finetune(const FinetuneRunOptions& o, const ProgressFn& pr
   FinetuneRunResult res;
   res.plan = convert::plan_conversion(c, cfg.num_layers);
   res.layers = res.plan.layers;
-  auto methods = convert::methods_from_calibration(c.calib, w, c.method, res.layers, o.train_kernel, c.init);
+  auto methods = convert::methods_from_calibration(c.calib, w, c.method, res.layers, o.train_kernel,
+                                                  c.init, c.window);
   const fs::path tok_path = model::find_tokenizer(c.model, c.tokenizer);
   auto tok = text::load_tokenizer(tok_path);
   FinetuneData data{text_blocks(*tok, o.train_text, o.ctx, o.train_blocks),

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Table 3 at 256K training tokens per method (issue 44) on SmolLM2-135M-Instruct (GGUF
+# Q4_1, scripts/fetch-models.sh), WikiText-2 test as one token stream (no BOS), ctx 1024:
+#   blocks 0-15    held-out perplexity (ctx 1024; ctx 4096 reads the same 16K tokens)
+#   blocks 16-25   kernel calibration (scripts/windowed_smollm2.sh STEPS=calib / plain)
+#   blocks 26-33   LoRA validation (8 blocks, every 32 updates)
+#   blocks 34-     LoRA training (260 blocks; 256 updates of one block = 262,144 tokens,
+#                  one block order for every method: --seed 1)
+# Methods (METHODS, each NAME = method[-sSwW]):
+#   softmax        LoRA on the original model
+#   oal-s4w64      windowed OAL (calib-all-s4w64), L and c_h trained with LoRA
+#   global-s4w64   windowed learned global kernel
+#   window-s4w64   windowed-only (no kernel; LoRA only)
+#   oal, global    the plain methods (calib-all)
+# on RANGE layers: 3-26 (the paper's), 0-29 (every layer) or auto:24 (runs/smollm2
+# layer-scores). Per run: $OUT/<range>/<name>/ (checkpoints, the adapted model), and the
+# records (finetune JSON with the validation curve, PPL at ctx 1024 and 4096, passkey at
+# 1K/4K/8K) in $RECORDS/<range>/<name>-*.json, which are committed.
+# Resumable: a finished record is skipped; an interrupted finetune continues from its
+# last checkpoint (every 32 updates) when the command is rerun.
+#
+# Environment: OAL=build/release/oal OUT=runs/table3-windowed RECORDS=docs/records/table3-windowed
+#   METHODS="oal-s4w64 softmax" RANGE=3-26 STEPS=256 EVAL=ppl,passkey
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OAL=${OAL:-build/release/oal}
+OUT=${OUT:-runs/table3-windowed}
+RECORDS=${RECORDS:-docs/records/table3-windowed}
+METHODS=${METHODS:-oal-s4w64 softmax}
+RANGE=${RANGE:-3-26}
+STEPS=${STEPS:-256}
+EVAL=${EVAL:-ppl,passkey}
+M=${OAL_MODEL_CACHE:-.cache/models}/SmolLM2-135M-Instruct.Q4_1.gguf
+T=../shared/data/wikitext2-test.raw
+[ -f "$M" ] || bash scripts/fetch-models.sh
+range_dir=${RANGE//:/}
+mkdir -p "$OUT/$range_dir" "$RECORDS/$range_dir"
+
+record() {  # record NAME CMD...: JSON to $RECORDS/<range>/NAME.json unless present
+  local f="$RECORDS/$range_dir/$1.json"; shift
+  if [ -f "$f" ]; then echo "table3_windowed: $(basename "$f") already done" >&2; return; fi
+  local t0=$(date +%s)
+  "$@" > "$f.part"
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["wall_seconds"]=int(sys.argv[2]); json.dump(j, open(sys.argv[1],"w"), indent=1)' \
+    "$f.part" $(( $(date +%s) - t0 ))
+  mv "$f.part" "$f"
+  echo "table3_windowed: $(basename "$f") done" >&2
+}
+
+layer_args=(--layers "$RANGE")
+if [[ $RANGE == auto:* ]]; then
+  scores=runs/smollm2/layer-scores-s4w64.json
+  [ -f "$scores" ] || "$OAL" layer-scores --model "$M" --text "$T" --ctx 1024 --blocks 16-23 \
+    --sinks 4 --window 64 --out "$scores" --quiet
+  layer_args+=(--layer-scores "$scores")
+fi
+
+for name in $METHODS; do
+  method=${name%%-*}
+  window_args=() calib_dir=""
+  case $name in
+    softmax) ;;
+    *-s4w64)
+      window_args=(--sinks 4 --window 64)
+      [ "$method" = window ] || calib_dir=runs/smollm2/calib-all-s4w64
+      [ "$method" = window ] || STEPS=calib bash scripts/windowed_smollm2.sh ;;
+    oal|global)
+      calib_dir=runs/smollm2/calib-all
+      STEPS=calib bash scripts/windowed_smollm2.sh   # the analysis and groups
+      STEPS=plain bash scripts/windowed_smollm2.sh ;;
+    *) echo "table3_windowed: unknown method '$name'" >&2; exit 2 ;;
+  esac
+  run="$OUT/$range_dir/$name"
+  calib=()
+  [ -z "$calib_dir" ] || calib=(--calib "$calib_dir")
+  resume=()
+  [ -f "$run/last.json" ] && resume=(--resume)
+  if [ "$method" = softmax ]; then layers=(--layers "3-26"); else layers=("${layer_args[@]}"); fi
+  record "$name-finetune" "$OAL" finetune --model "$M" "${calib[@]}" --method "$method" \
+    "${layers[@]}" "${window_args[@]}" --train "$T" --val "$T" --train-blocks 34: \
+    --val-blocks 26-33 --steps "$STEPS" --eval-every 32 --patience 0 --seed 1 --ctx 1024 \
+    --out "$run" "${resume[@]}" --quiet --json
+  adapted="$run/model"
+  if [[ $EVAL == *ppl* ]]; then
+    record "$name-ppl1024" "$OAL" ppl --model "$adapted" --text "$T" --ctx 1024 --max-blocks 16 --quiet --json
+    record "$name-ppl4096" "$OAL" ppl --model "$adapted" --text "$T" --ctx 4096 --max-blocks 4 --quiet --json
+  fi
+  if [[ $EVAL == *passkey* ]]; then
+    record "$name-passkey" "$OAL" eval --model "$adapted" --task passkey --lengths 1024,4096,8192 \
+      --trials 1 --quiet --json
+  fi
+done
