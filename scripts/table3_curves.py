@@ -54,9 +54,9 @@ def svg(curves, ctx, out):
     for i in range(6):
         xv = x0 + (x1 - x0) * i / 5
         yv = y0 + (y1 - y0) * i / 5
-        parts.append(f'<text x="{px(xv)}" y="{H-B+16}" text-anchor="middle">{xv/1000:.0f}K</text>')
-        parts.append(f'<text x="{L-6}" y="{py(yv)+4}" text-anchor="end">{yv:.2f}</text>')
-        parts.append(f'<line x1="{L}" y1="{py(yv)}" x2="{W-R}" y2="{py(yv)}" stroke="#ddd"/>')
+        parts.append(f'<text x="{px(xv):.1f}" y="{H-B+16}" text-anchor="middle">{xv/1000:.0f}K</text>')
+        parts.append(f'<text x="{L-6}" y="{py(yv)+4:.1f}" text-anchor="end">{yv:.2f}</text>')
+        parts.append(f'<line x1="{L}" y1="{py(yv):.1f}" x2="{W-R}" y2="{py(yv):.1f}" stroke="#ddd"/>')
     for i, (name, c) in enumerate(sorted(curves.items())):
         col = COLORS[i % len(COLORS)]
         pts = " ".join(f"{px(s*ctx):.1f},{py(v):.1f}" for s, v in c)
