@@ -12,7 +12,7 @@ FUZZ_SMOKE_SECONDS ?= 3
 # Test modules run under the sanitizers in `make test`: the parsers and kernels, plus
 # calibration runs and fine-tuning checkpoints (analysis, convert, eval, demo and the
 # CLI tests are left out to keep CI within its time; docs/reliability.md).
-ASAN_MODULES ?= core io text simd attention model calib train
+ASAN_MODULES ?= core io text simd attention model adapt formats generate fixtures calib train
 
 .PHONY: deps test-deps oal build demo test clean fuzz-build fuzz fuzz-smoke test-asan venv models
 

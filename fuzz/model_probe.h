@@ -7,15 +7,15 @@
 
 #include <string>
 
-#include "oal/model/converted.h"
+#include "oal/formats/converted.h"
 
 namespace oal::fuzz {
 
 inline void load_and_run_model(const std::string& path) {
-  const auto model = model::load_transformer(path);
+  const auto model = formats::load_transformer(path);
   (void)model->forward(at::zeros({1, 2}, at::kLong));
   (void)model->forward(at::zeros({1, 9}, at::kLong));
-  const auto dense = model::load_transformer(path, {.weights = model::WeightFormat::f32});
+  const auto dense = formats::load_transformer(path, {.weights = model::WeightFormat::f32});
   (void)dense->forward(at::zeros({1, 2}, at::kLong));
 }
 

@@ -12,17 +12,17 @@
 #include <sstream>
 
 #include "fuzz_input.h"
+#include "oal/adapt/hybrid.h"
 #include "oal/analysis/analysis_json.h"
 #include "oal/attention/oal/kernel_json.h"
 #include "oal/attention/registry.h"
 #include "oal/calib/run_dir.h"
 #include "oal/convert/convert.h"
+#include "oal/fixtures/synthetic.h"
+#include "oal/formats/gguf_export.h"
 #include "oal/io/gguf_quants.h"
 #include "oal/io/gguf_writer.h"
 #include "oal/io/safetensors.h"
-#include "oal/model/gguf_export.h"
-#include "oal/model/hybrid.h"
-#include "oal/model/synthetic.h"
 #include "oal/text/gguf_tokenizer.h"
 #include "oal/train/checkpoint.h"
 #include "oal/train/optimizer.h"
@@ -49,8 +49,8 @@ void pack(const fs::path& dir, const std::vector<std::string>& names, const fs::
   std::ofstream(seed, std::ios::binary) << out;
 }
 
-oal::model::SyntheticOptions tiny_model(oal::model::SyntheticArch arch) {
-  oal::model::SyntheticOptions o;
+oal::fixtures::SyntheticOptions tiny_model(oal::fixtures::SyntheticArch arch) {
+  oal::fixtures::SyntheticOptions o;
   o.architecture = arch;
   o.hidden_size = 16;
   o.intermediate_size = 24;
@@ -143,12 +143,12 @@ fs::path write_run_seed(const fs::path& out, const fs::path& scratch) {
 }
 
 void write_model_seeds(const fs::path& out, const fs::path& scratch, const fs::path& run) {
-  using oal::model::SyntheticArch;
+  using oal::fixtures::SyntheticArch;
   for (auto arch : {SyntheticArch::llama, SyntheticArch::qwen2}) {
     const auto opts = tiny_model(arch);
     const std::string name = arch == SyntheticArch::llama ? "llama" : "qwen2";
     const fs::path dir = scratch / name;
-    oal::model::write_synthetic_model(dir, opts);
+    oal::fixtures::write_synthetic_model(dir, opts);
     pack(dir, {"config.json", "model.safetensors"}, out / "converted_model" / ("hf-" + name));
     if (arch == SyntheticArch::llama) {  // the same weights as a sharded model (one shard)
       nlohmann::json index = {{"metadata", nlohmann::json::object()}, {"weight_map", nlohmann::json::object()}};
@@ -171,19 +171,20 @@ void write_model_seeds(const fs::path& out, const fs::path& scratch, const fs::p
     fs::create_directories(out / "gguf");
     const auto tokenizer = oal::text::gguf_tokenizer_metadata(oal::text::parse_tokenizer_json(dir / "tokenizer.json"));
     const auto type = arch == SyntheticArch::llama ? oal::io::GgmlType::F32 : oal::io::GgmlType::F16;
-    oal::model::write_gguf_model(out / "gguf" / (name + ".gguf"), oal::model::make_synthetic_weights(opts),
-                                 static_cast<uint32_t>(type), tokenizer);
+    oal::formats::write_gguf_model(out / "gguf" / (name + ".gguf"),
+                                   oal::fixtures::make_synthetic_weights(opts),
+                                   static_cast<uint32_t>(type), tokenizer);
     // And as Q8_0, which the loader keeps quantized (the quantized kernels' inputs).
-    oal::model::write_gguf_model(out / "gguf" / (name + "-q8_0.gguf"),
-                                 oal::model::make_synthetic_weights(opts),
-                                 static_cast<uint32_t>(oal::io::GgmlType::Q8_0), tokenizer);
+    oal::formats::write_gguf_model(out / "gguf" / (name + "-q8_0.gguf"),
+                                   oal::fixtures::make_synthetic_weights(opts),
+                                   static_cast<uint32_t>(oal::io::GgmlType::Q8_0), tokenizer);
     fs::create_directories(out / "safetensors");
     fs::copy_file(dir / "model.safetensors", out / "safetensors" / (name + ".safetensors"),
                   fs::copy_options::overwrite_existing);
     // The same model with layer 1 converted to OAL from the run above.
-    const auto weights = oal::model::make_synthetic_weights(opts);
+    const auto weights = oal::fixtures::make_synthetic_weights(opts);
     oal::model::Transformer model(weights);
-    oal::model::apply_hybrid(
+    oal::adapt::apply_hybrid(
         model, oal::convert::methods_from_calibration(run, weights, "oal", {1}, false));
     const fs::path conv = scratch / (name + "-converted");
     oal::convert::export_converted(conv, weights, model, "oal", {1}, name, "");

@@ -1,12 +1,12 @@
 #pragma once
 // The small synthetic model the analysis tests plant outlier dimensions in (hidden 64,
 // 4 query / 2 KV heads of dim 16, one planted RoPE pair of scale 2, seed 5).
-#include "oal/model/synthetic.h"
+#include "oal/fixtures/synthetic.h"
 
 namespace oal::test {
 
-inline model::SyntheticOptions planted_model_options(int64_t layers) {
-  model::SyntheticOptions o;
+inline fixtures::SyntheticOptions planted_model_options(int64_t layers) {
+  fixtures::SyntheticOptions o;
   o.hidden_size = 64;
   o.num_layers = layers;
   o.num_heads = 4;

@@ -8,8 +8,8 @@
 #include "oal/analysis/figures.h"
 #include "oal/analysis/layer_groups.h"
 #include "oal/core/error.h"
-#include "oal/io/svg_bars.h"
-#include "oal/io/svg_heatmap.h"
+#include "oal/figures/svg_bars.h"
+#include "oal/figures/svg_heatmap.h"
 
 namespace oa = oal::analysis;
 
@@ -197,12 +197,12 @@ TEST(Figures, SvgOutputsHaveOneMarkPerValue) {
   EXPECT_EQ(count(heat, "<title>"), 2u);
   EXPECT_NE(heat.find("91"), std::string::npos);  // 4.2 / 4.6 = 91%
   EXPECT_NE(oa::activation_profile_svg(r).find("Median"), std::string::npos);
-  oal::io::Heatmap bad;
+  oal::figures::Heatmap bad;
   bad.values = {{1.0, 2.0}, {3.0}};
   bad.row_labels = {"a", "b"};
   bad.col_labels = {"x", "y"};
-  EXPECT_THROW(oal::io::heatmap_svg(bad), oal::Error);
-  EXPECT_THROW(oal::io::bar_grid_svg("t", {}, 2, {}, "x", "y"), oal::Error);
-  EXPECT_THROW(oal::io::bar_grid_svg("t", {{"p", {1.0, NAN}, {}, {}}}, 2, {}, "x", "y"),
+  EXPECT_THROW(oal::figures::heatmap_svg(bad), oal::Error);
+  EXPECT_THROW(oal::figures::bar_grid_svg("t", {}, 2, {}, "x", "y"), oal::Error);
+  EXPECT_THROW(oal::figures::bar_grid_svg("t", {{"p", {1.0, NAN}, {}, {}}}, 2, {}, "x", "y"),
                oal::Error);
 }

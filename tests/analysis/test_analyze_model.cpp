@@ -6,14 +6,14 @@
 #include <set>
 
 #include "common/shared_data.h"
-#include "planted_model.h"
 #include "oal/analysis/analyze.h"
 #include "oal/analysis/layer_groups.h"
 #include "oal/core/error.h"
-#include "oal/model/load.h"
-#include "oal/model/synthetic.h"
+#include "oal/fixtures/synthetic.h"
+#include "oal/formats/load.h"
 #include "oal/text/corpus.h"
 #include "oal/text/tokenizer.h"
+#include "planted_model.h"
 
 namespace oa = oal::analysis;
 namespace om = oal::model;
@@ -35,14 +35,16 @@ std::vector<std::vector<int32_t>> token_prompts(int64_t count, int64_t vocab, ui
   return out;
 }
 
-om::SyntheticOptions planted_options() { return oal::test::planted_model_options(2); }
+oal::fixtures::SyntheticOptions planted_options() {
+  return oal::test::planted_model_options(2);
+}
 
 }  // namespace
 
 TEST(AnalyzeModel, PlantedOutlierDimensionsLeaveTheBulk) {
-  const om::SyntheticOptions so = planted_options();
-  const om::Transformer model(om::make_synthetic_weights(so));
-  const auto planted = om::synthetic_planted_dims(so);
+  const oal::fixtures::SyntheticOptions so = planted_options();
+  const om::Transformer model(oal::fixtures::make_synthetic_weights(so));
+  const auto planted = oal::fixtures::synthetic_planted_dims(so);
   oa::PromptSet prompts;
   prompts.calibration = token_prompts(16, model.config().vocab_size, 1);
   prompts.heldout = token_prompts(8, model.config().vocab_size, 2);
@@ -77,8 +79,8 @@ TEST(AnalyzeModel, PlantedOutlierDimensionsLeaveTheBulk) {
 }
 
 TEST(AnalyzeModel, BadInputGetsClearErrors) {
-  const om::SyntheticOptions so = planted_options();
-  const om::Transformer model(om::make_synthetic_weights(so));
+  const oal::fixtures::SyntheticOptions so = planted_options();
+  const om::Transformer model(oal::fixtures::make_synthetic_weights(so));
   oa::PromptSet prompts;
   prompts.calibration = token_prompts(3, model.config().vocab_size, 1);
   oa::AnalyzeOptions ao;
@@ -100,7 +102,7 @@ TEST(AnalyzeModel, BadInputGetsClearErrors) {
   EXPECT_THROW(oa::analyze_model(model, prompts, ao), oal::Error);
 
   const auto dir = std::filesystem::temp_directory_path() / "oal_test_analyze_tok";
-  om::write_synthetic_model(dir, so);
+  oal::fixtures::write_synthetic_model(dir, so);
   auto tok = oal::text::load_tokenizer(dir);
   oa::PromptOptions po;
   po.calibration = 4;
@@ -130,7 +132,7 @@ TEST(AnalyzeModel, Stories260KEndToEndGivesEveryHeadAtLeastGMinGroups) {
   const auto model_path = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
   const auto tok_path = OAL_REQUIRE_SHARED_FILE("tok512.bin");
   const auto text_path = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
-  const om::Transformer model(om::load_model(model_path.string()));
+  const om::Transformer model(oal::formats::load_model(model_path.string()));
   auto tok = oal::text::load_tokenizer(tok_path);
   oa::PromptOptions po;  // the paper's 40 calibration prompts, 10 held out
   po.calibration = 40;

@@ -2,16 +2,13 @@
 // dimension (inputs and a model) that the magnitude statistics move out of the bulk while
 // the signed one buries it, the Gaussian control's share under mean-abs, and old
 // analysis / kernel files that predate the field.
-#include <gtest/gtest.h>
-
 #include <ATen/ATen.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <set>
 
-#include "planted_model.h"
 #include "oal/analysis/analysis_json.h"
 #include "oal/analysis/analyze.h"
 #include "oal/analysis/chi_statistic.h"
@@ -20,8 +17,9 @@
 #include "oal/analysis/grouping.h"
 #include "oal/analysis/layer_groups.h"
 #include "oal/core/error.h"
-#include "oal/model/synthetic.h"
+#include "oal/fixtures/synthetic.h"
 #include "oal/model/transformer.h"
+#include "planted_model.h"
 
 namespace oa = oal::analysis;
 namespace om = oal::model;
@@ -61,11 +59,13 @@ oa::Grouping group_with(oa::ChiStatistic stat, const PlantedRows& rows) {
 // A synthetic model whose planted key rows are negated in every layer and KV head: RoPE
 // rotates each planted pair within itself, so post-RoPE k of the planted dims flips sign
 // and their χ becomes strongly negative.
-om::SyntheticOptions small_model() { return oal::test::planted_model_options(1); }
+oal::fixtures::SyntheticOptions small_model() {
+  return oal::test::planted_model_options(1);
+}
 
-om::ModelWeights negated_key_model(const om::SyntheticOptions& so) {
-  om::ModelWeights w = om::make_synthetic_weights(so);
-  const auto planted = om::synthetic_planted_dims(so);
+om::ModelWeights negated_key_model(const oal::fixtures::SyntheticOptions& so) {
+  om::ModelWeights w = oal::fixtures::make_synthetic_weights(so);
+  const auto planted = oal::fixtures::synthetic_planted_dims(so);
   for (int64_t l = 0; l < so.num_layers; ++l) {
     at::Tensor& wk = w.tensors.at(fmt::format("model.layers.{}.self_attn.k_proj.weight", l));
     for (int64_t kv = 0; kv < so.num_kv_heads; ++kv)
@@ -153,9 +153,9 @@ TEST(ChiStatistic, NegativeOutlierInputsLeaveTheBulkUnderMagnitudeStatistics) {
 }
 
 TEST(ChiStatistic, NegativeOutlierModelDimensionsLeaveTheBulk) {
-  const om::SyntheticOptions so = small_model();
+  const oal::fixtures::SyntheticOptions so = small_model();
   const om::Transformer model(negated_key_model(so));
-  const auto planted = om::synthetic_planted_dims(so);
+  const auto planted = oal::fixtures::synthetic_planted_dims(so);
   oa::PromptSet prompts;
   prompts.calibration = token_prompts(16, model.config().vocab_size);
   oa::AnalyzeOptions ao;
@@ -188,13 +188,13 @@ TEST(ChiStatistic, GaussianControlTopShareIsWithinOnePointOfKOverDUnderMeanAbs) 
   // A model with head_dim 64; its analysis' Gaussian control draws i.i.d. N(0, 1) q, k of
   // the calibration prompts' shape. Under mean-abs every dimension has the same expected
   // statistic (2/π)/8, so the top-5 share must be 5/64 = 7.81% up to sampling noise.
-  om::SyntheticOptions so = small_model();
+  oal::fixtures::SyntheticOptions so = small_model();
   so.hidden_size = 128;
   so.num_heads = 2;
   so.num_kv_heads = 1;
   so.head_dim = 64;
   so.planted_pairs = 0;
-  const om::Transformer model(om::make_synthetic_weights(so));
+  const om::Transformer model(oal::fixtures::make_synthetic_weights(so));
   oa::PromptSet prompts;
   prompts.calibration = token_prompts(40, model.config().vocab_size);
   for (auto& p : prompts.calibration) p.resize(128, 7);

@@ -33,7 +33,6 @@
 namespace oal::attn {
 namespace {
 
-namespace kc = oal::simd;
 using oal::test::randn;
 using oal::test::rel_err;
 
@@ -98,34 +97,35 @@ at::Tensor decode_in_pieces(DecodeState& st, const Inputs& in) {
 // The kernels' raw interface (contiguous fp32 arrays), for the parameters the entry
 // points choose themselves: sequence segments scanned in parallel, per-token decode steps
 // and flash block sizes.
-kc::AttentionDims dims_of(const Inputs& in) {
+simd::AttentionDims dims_of(const Inputs& in) {
   return check_qkv("test", in.q, in.k, in.v, false);
 }
 
 at::Tensor f32(const at::Tensor& t) { return t.to(at::kFloat).contiguous(); }
 
 at::Tensor kernel_prefill_segments(const Case& c, const Inputs& in, const LayerKernels& lk) {
-  const auto plan = kc::OalPlan::build(lk.group_of, lk.L, lk.eps);
+  const auto plan = simd::OalPlan::build(lk.group_of, lk.L, lk.eps);
   const at::Tensor q = f32(in.q), k = f32(in.k), v = f32(in.v);
   at::Tensor y = at::empty({c.batch, c.hq, c.T, c.dv}, at::kFloat);
-  kc::OalPrefillOptions opt;
+  simd::OalPrefillOptions opt;
   opt.chunk = c.chunk;
   opt.segments = 3;  // more than one segment whenever T allows: the cross-segment merge
-  kc::oal_prefill_f32(dims_of(in), plan, q.data_ptr<float>(), k.data_ptr<float>(),
-                      v.data_ptr<float>(), y.data_ptr<float>(), nullptr, opt);
+  simd::oal_prefill_f32(dims_of(in), plan, q.data_ptr<float>(), k.data_ptr<float>(),
+                        v.data_ptr<float>(), y.data_ptr<float>(), nullptr, opt);
   return y;
 }
 
 at::Tensor kernel_decode_steps(const Case& c, const Inputs& in, const LayerKernels& lk) {
-  const auto plan = kc::OalPlan::build(lk.group_of, lk.L, lk.eps);
+  const auto plan = simd::OalPlan::build(lk.group_of, lk.L, lk.eps);
   at::Tensor state = at::zeros({c.batch, c.hkv, plan.feature_dim(), c.dv + 1}, at::kFloat);
-  kc::OalDecodeWorkspace ws(c.batch, c.hkv, c.hq / c.hkv, c.d, c.dv);
+  simd::OalDecodeWorkspace ws(c.batch, c.hkv, c.hq / c.hkv, c.d, c.dv);
   std::vector<at::Tensor> ys;
   for (int64_t t = 0; t < c.T; ++t) {
     const at::Tensor q = f32(in.q.select(2, t)), k = f32(in.k.select(2, t)), v = f32(in.v.select(2, t));
     at::Tensor y = at::empty({c.batch, c.hq, c.dv}, at::kFloat);
-    kc::oal_decode_step_f32(plan, c.hkv, q.data_ptr<float>(), k.data_ptr<float>(),
-                            v.data_ptr<float>(), y.data_ptr<float>(), state.data_ptr<float>(), ws);
+    simd::oal_decode_step_f32(plan, c.hkv, q.data_ptr<float>(), k.data_ptr<float>(),
+                              v.data_ptr<float>(), y.data_ptr<float>(), state.data_ptr<float>(),
+                              ws);
     ys.push_back(y.unsqueeze(2));
   }
   return at::cat(ys, 2);
@@ -134,11 +134,12 @@ at::Tensor kernel_decode_steps(const Case& c, const Inputs& in, const LayerKerne
 at::Tensor kernel_flash_blocks(const Case& c, const Inputs& in, const LayerKernels&) {
   const at::Tensor q = f32(in.q), k = f32(in.k), v = f32(in.v);
   at::Tensor y = at::empty({c.batch, c.hq, c.T, c.dv}, at::kFloat);
-  kc::FlashOptions opt;
+  simd::FlashOptions opt;
   opt.q_block = 16;  // blocks that do not match each other or the default
   opt.k_block = 48;
-  kc::flash_softmax_f32(dims_of(in), q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(),
-                        y.data_ptr<float>(), float(1.0 / std::sqrt(double(c.d))), opt);
+  simd::flash_softmax_f32(dims_of(in), q.data_ptr<float>(), k.data_ptr<float>(),
+                          v.data_ptr<float>(), y.data_ptr<float>(),
+                          float(1.0 / std::sqrt(double(c.d))), opt);
   return y;
 }
 
@@ -153,13 +154,13 @@ at::Tensor kernel_flash_f16(const Case& c, const Inputs& in, const LayerKernels&
   at::Tensor v = at::zeros({c.batch, c.hkv, S + 3, c.dv}, at::kHalf);
   v.narrow(2, 0, S).copy_(in.v);
   at::Tensor y = at::empty({c.batch, c.hq, c.T, c.dv}, at::kFloat);
-  kc::FlashOptions opt;
+  simd::FlashOptions opt;
   opt.q_block = 16;
   opt.k_block = 48;
-  kc::flash_softmax_kt_f16(dims_of(in), q.data_ptr<float>(),
-                           reinterpret_cast<const uint16_t*>(kt.data_ptr<at::Half>()), S + 5,
-                           reinterpret_cast<const uint16_t*>(v.data_ptr<at::Half>()), S + 3,
-                           y.data_ptr<float>(), float(1.0 / std::sqrt(double(c.d))), opt);
+  simd::flash_softmax_kt_f16(dims_of(in), q.data_ptr<float>(),
+                             reinterpret_cast<const uint16_t*>(kt.data_ptr<at::Half>()), S + 5,
+                             reinterpret_cast<const uint16_t*>(v.data_ptr<at::Half>()), S + 3,
+                             y.data_ptr<float>(), float(1.0 / std::sqrt(double(c.d))), opt);
   return y;
 }
 
@@ -336,16 +337,16 @@ void check_op(const Op& op) {
       const Inputs in = cast(master, dt);
       const at::Tensor ref = op.reference(c, cast(in, at::kDouble), lk);
       const bool on_kernels = op.kernel_backed && dt != at::kDouble;
-      std::vector<kc::SimdTarget> targets = {kc::active_target()};
-      if (on_kernels && c.every_target) targets = kc::available_targets();
-      for (kc::SimdTarget t : targets) {
-        const kc::ScopedTarget force(t);
+      std::vector<simd::SimdTarget> targets = {simd::active_target()};
+      if (on_kernels && c.every_target) targets = simd::available_targets();
+      for (simd::SimdTarget t : targets) {
+        const simd::ScopedTarget force(t);
         const at::Tensor y = op.fast(c, in, lk);
         const double err = rel_err(y, ref), tol = op.tolerance(dt);
         EXPECT_LT(err, tol) << op.name << " " << c10::toString(dt) << " target "
-                            << kc::target_name(t) << " B " << c.batch << " Hq " << c.hq
-                            << " Hkv " << c.hkv << " d " << c.d << " dv " << c.dv << " T " << c.T
-                            << " chunk " << c.chunk;
+                            << simd::target_name(t) << " B " << c.batch << " Hq " << c.hq << " Hkv "
+                            << c.hkv << " d " << c.d << " dv " << c.dv << " T " << c.T << " chunk "
+                            << c.chunk;
         // Outputs come back in the input dtype (the OAL state accumulates in fp32 or wider).
         if (op.name != "oal.state") EXPECT_EQ(y.scalar_type(), dt) << op.name;
         else EXPECT_EQ(y.scalar_type(), dt == at::kDouble ? at::kDouble : at::kFloat);

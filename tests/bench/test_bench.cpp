@@ -137,5 +137,29 @@ TEST(Bench, BadConfigurationsAreErrors) {
   expect_bench_error(c, "inconsistent shape");
 }
 
+
+// The FLOP models against their closed forms, worked by hand for the paper's Fig. 3 shape
+// (B 1, Hq 14, Hkv 2, d = Dv = 64, chunk 64): the test above only checks that the GEMM
+// split adds up to the code's own totals, so a wrong total would pass it. Exact: every
+// count is an integer far below 2^53.
+TEST(Bench, FlopModelsMatchTheirClosedForms) {
+  BenchShape s;
+  s.batch = 1, s.q_heads = 14, s.kv_heads = 2, s.dim = 64, s.value_dim = 64, s.chunk = 64;
+  // Df = 1 + d + d(d+1)/2 = 1 + 64 + 2080.
+  EXPECT_EQ(simd::oal_feature_dim(64), 2145);
+  // Causal softmax prefill, N = 128: Hq · N(N+1)/2 pairs · (2d + 2Dv) = 14 · 8256 · 256.
+  EXPECT_EQ(softmax_prefill_flops(s, 128), 29589504.0);
+  // Softmax decode at context 100: Hq · 100 · 256.
+  EXPECT_EQ(softmax_decode_flops(s, 100), 358400.0);
+  // OAL decode: 2 · (Hq + Hkv) · Df · (Dv + 1) = 2 · 16 · 2145 · 65.
+  EXPECT_EQ(oal_decode_flops(s), 4461600.0);
+  // OAL prefill of 100 tokens in chunks of 64 and 36: state 100 · 4,461,600 plus the
+  // intra-chunk blocks Hq · (64² + 36²) · (2d + 2(Dv + 1)) = 14 · 5392 · 258.
+  const double oal_100 = 446160000.0 + 19475904.0;
+  EXPECT_EQ(make_bench_method("oal", s).prefill_flops(100), oal_100);
+  EXPECT_EQ(make_bench_method("softmax-flash", s).prefill_flops(128), 29589504.0);
+  EXPECT_EQ(make_bench_method("oal", s).decode_flops(100), 4461600.0);
+}
+
 }  // namespace
 }  // namespace oal::bench

@@ -8,12 +8,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "common/shared_data.h"
-#include "oal/model/capture.h"
+#include "oal/analysis/capture.h"
 
 namespace fs = std::filesystem;
 
@@ -338,7 +337,7 @@ TEST(CliModel, CaptureWritesReadableFile) {
   const CliResult r = oal_run("capture --model " + q(model) + " --text " + q(text) +
                         " --layers 0,2-3 --ctx 64 --blocks 1-3 --out " + q(out));
   ASSERT_EQ(r.status, 0) << r.err;
-  const auto c = oal::model::read_capture(out);
+  const auto c = oal::analysis::read_capture(out);
   EXPECT_EQ(c.metadata.at("layers"), "0,2-3");
   EXPECT_EQ(c.metadata.at("blocks"), "1-3");
   EXPECT_EQ(c.metadata.at("ctx"), "64");

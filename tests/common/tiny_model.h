@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "common/temp_dir.h"
-#include "oal/model/load.h"
-#include "oal/model/synthetic.h"
-#include "oal/model/weight_layout.h"
+#include "oal/fixtures/synthetic.h"
+#include "oal/formats/load.h"
+#include "oal/formats/weight_layout.h"
 #include "oal/model/weights.h"
 
 namespace oal::test {
@@ -34,7 +34,7 @@ inline model::ModelWeights tiny_weights(uint64_t seed = 7, int64_t layers = 3) {
   c.rms_norm_eps = 1e-5;
   c.tie_word_embeddings = true;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  for (const auto& [name, shape] : model::expected_tensor_shapes(c)) {
+  for (const auto& [name, shape] : formats::expected_tensor_shapes(c)) {
     at::Tensor t = at::empty(shape, at::kFloat);
     if (shape.size() == 1)
       t.fill_(1.0);
@@ -58,18 +58,18 @@ inline at::Tensor tiny_blocks(int64_t n, int64_t ctx, uint64_t seed) {
 }
 
 // Writes a synthetic HF checkpoint and loads it back through the real loader.
-inline oal::model::ModelWeights synthetic_checkpoint(const oal::model::SyntheticOptions& o,
+inline oal::model::ModelWeights synthetic_checkpoint(const oal::fixtures::SyntheticOptions& o,
                                                      const std::string& tag) {
   const auto dir = make_temp_dir("model_" + tag);
-  oal::model::write_synthetic_model(dir, o);
-  return oal::model::load_model(dir.string());
+  oal::fixtures::write_synthetic_model(dir, o);
+  return oal::formats::load_model(dir.string());
 }
 
 // The small two-layer model of the transformer and decode-path tests: hidden 64, 4 query
 // / 2 KV heads of dim 16, planted outlier pairs of scale 4 (so attention is not flat).
-inline oal::model::SyntheticOptions small_synthetic(oal::model::SyntheticArch arch,
-                                                    uint64_t seed) {
-  oal::model::SyntheticOptions o;
+inline oal::fixtures::SyntheticOptions small_synthetic(oal::fixtures::SyntheticArch arch,
+                                                       uint64_t seed) {
+  oal::fixtures::SyntheticOptions o;
   o.architecture = arch;
   o.hidden_size = 64;
   o.intermediate_size = 96;

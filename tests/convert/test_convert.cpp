@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "common/temp_dir.h"
+#include "common/tiny_model.h"
+#include "oal/adapt/hybrid.h"
+#include "oal/analysis/layer_scores.h"
 #include "oal/attention/baselines/taylorshift.h"
 #include "oal/attention/method_store.h"
 #include "oal/attention/oal/oal_method.h"
@@ -18,13 +21,10 @@
 #include "oal/convert/convert.h"
 #include "oal/convert/convert_run.h"
 #include "oal/core/error.h"
+#include "oal/formats/converted.h"
+#include "oal/formats/fingerprint.h"
 #include "oal/io/json_file.h"
-#include "oal/model/converted.h"
-#include "oal/model/fingerprint.h"
-#include "oal/model/hybrid.h"
-#include "oal/model/layer_scores.h"
 #include "oal/model/transformer.h"
-#include "common/tiny_model.h"
 
 namespace oal::convert {
 namespace {
@@ -42,7 +42,7 @@ void write_oal_run(const std::filesystem::path& dir, const model::ModelWeights& 
   run.kernels["oal"].layers[1] = heads;
   run.layers.push_back({1, {{"oal", std::make_shared<attn::QuadraticAttention>(
                                         attn::QuadraticAttention::from_kernels(heads, {}, false))}}});
-  run.meta = {{"model", "tiny"}, {"model_fingerprint", model::model_fingerprint(weights)}};
+  run.meta = {{"model", "tiny"}, {"model_fingerprint", formats::model_fingerprint(weights)}};
   attn::write_method_store(dir, run);
 }
 
@@ -63,7 +63,7 @@ void write_two_method_run(const std::filesystem::path& dir, const model::ModelWe
   run.layers.push_back({1, {{"oal", std::make_shared<attn::QuadraticAttention>(
                                         attn::QuadraticAttention::from_kernels(heads, {}, false))},
                             {"taylorshift", ts}}});
-  run.meta = {{"model", "tiny"}, {"model_fingerprint", model::model_fingerprint(weights)}};
+  run.meta = {{"model", "tiny"}, {"model_fingerprint", formats::model_fingerprint(weights)}};
   attn::write_method_store(dir, run);
 }
 
@@ -79,24 +79,24 @@ std::string error_of(Fn&& fn) {
 
 TEST(Fingerprint, IdentifiesTheEmbeddingNotTheAdaptedAttention) {
   const auto a = test::tiny_weights(1), b = test::tiny_weights(2);
-  const std::string fa = model::model_fingerprint(a);
+  const std::string fa = formats::model_fingerprint(a);
   EXPECT_EQ(fa.rfind("oal-", 0), 0u) << fa;
-  EXPECT_EQ(fa, model::model_fingerprint(test::tiny_weights(1)));  // deterministic
-  EXPECT_NE(fa, model::model_fingerprint(b));                       // same shapes, other weights
+  EXPECT_EQ(fa, formats::model_fingerprint(test::tiny_weights(1)));  // deterministic
+  EXPECT_NE(fa, formats::model_fingerprint(b));                      // same shapes, other weights
   auto merged = a;  // LoRA merged into q_proj: the base model is still the same
   merged.tensors["model.layers.0.self_attn.q_proj.weight"] =
       a.tensors.at("model.layers.0.self_attn.q_proj.weight") + 0.1;
-  EXPECT_EQ(fa, model::model_fingerprint(merged));
+  EXPECT_EQ(fa, formats::model_fingerprint(merged));
   auto bf16 = a;  // a bf16 copy of bf16-exact values keeps the fingerprint
   for (auto& [n, t] : bf16.tensors) t = t.to(at::kBFloat16);
   auto a_rounded = a;
   for (auto& [n, t] : a_rounded.tensors) t = t.to(at::kBFloat16).to(at::kFloat);
-  EXPECT_EQ(model::model_fingerprint(bf16), model::model_fingerprint(a_rounded));
+  EXPECT_EQ(formats::model_fingerprint(bf16), formats::model_fingerprint(a_rounded));
   auto deeper = test::tiny_weights(1, 4);  // architecture numbers are part of it
-  EXPECT_NE(fa, model::model_fingerprint(deeper));
+  EXPECT_NE(fa, formats::model_fingerprint(deeper));
   auto missing = a;
   missing.tensors.erase("model.embed_tokens.weight");
-  EXPECT_NE(error_of([&] { model::model_fingerprint(missing); }).find("[model_fingerprint]"),
+  EXPECT_NE(error_of([&] { formats::model_fingerprint(missing); }).find("[model_fingerprint]"),
             std::string::npos);
 }
 
@@ -164,16 +164,16 @@ TEST(ConvertedDir, MalformedMarkerIsANamedError) {
   const auto w = test::tiny_weights(1);
   write_oal_run(dir / "run", w);
   model::Transformer t(w);
-  model::apply_hybrid(t, methods_from_calibration(dir / "run", w, "oal", {1}, false));
+  adapt::apply_hybrid(t, methods_from_calibration(dir / "run", w, "oal", {1}, false));
   const auto conv = dir / "converted";
   export_converted(conv, w, t, "oal", {1}, "tiny", "");
-  ASSERT_NO_THROW(model::load_transformer(conv.string()));
+  ASSERT_NO_THROW(formats::load_transformer(conv.string()));
   const nlohmann::json config = io::read_json_file(conv / "config.json", "test");
   auto with_marker = [&](const std::function<void(nlohmann::json&)>& edit) {
     nlohmann::json c = config;
     edit(c["oal_conversion"]);
     std::ofstream(conv / "config.json") << c.dump();
-    return error_of([&] { model::load_transformer(conv.string()); });
+    return error_of([&] { formats::load_transformer(conv.string()); });
   };
   for (const auto& [what, edit] :
        std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>>{
@@ -206,7 +206,7 @@ TEST(ConvertedDir, WindowedLayersKeepTheirWindowAndLogScale) {
   auto base = std::make_shared<attn::QuadraticAttention>(attn::QuadraticAttention::from_kernels(heads));
   const at::Tensor log_scale = at::linspace(-1.0, 1.0, c.num_heads, at::kFloat);
   run.layers.push_back({1, {{"oal", std::make_shared<attn::WindowedAttention>(base, run.window, log_scale)}}});
-  run.meta = {{"model", "tiny"}, {"model_fingerprint", model::model_fingerprint(w)}};
+  run.meta = {{"model", "tiny"}, {"model_fingerprint", formats::model_fingerprint(w)}};
   attn::write_method_store(dir / "run", run);
 
   const auto methods = methods_from_calibration(dir / "run", w, "oal", {1}, false);
@@ -219,10 +219,10 @@ TEST(ConvertedDir, WindowedLayersKeepTheirWindowAndLogScale) {
   EXPECT_NE(differs.find("calibrate with the same --sinks and --window"), std::string::npos) << differs;
 
   model::Transformer t(w);
-  model::apply_hybrid(t, methods);
+  adapt::apply_hybrid(t, methods);
   const auto conv = dir / "converted";
   export_converted(conv, w, t, "oal", {1}, "tiny", "");
-  const auto loaded = model::load_transformer(conv.string());
+  const auto loaded = formats::load_transformer(conv.string());
   EXPECT_EQ(loaded->attention(1).fingerprint(), wa->fingerprint());
 
   const auto only = methods_from_calibration("", w, "window", {0, 1}, false, KernelInit::initial, {1, 2});
@@ -236,8 +236,9 @@ TEST(ConvertedDir, WindowedLayersKeepTheirWindowAndLogScale) {
 // --layers auto:K: the K scored layers with the least softmax weight beyond the window.
 TEST(ConvertPlan, AutoLayersTakeTheLeastAttendingScoredLayers) {
   const auto dir = test::make_temp_dir("convert_auto");
-  model::LayerScores scores{{1, 3}, 64, 2, {{0, {0.4, 0.4}}, {1, {0.1, 0.2}}, {2, {0.05, 0.05}}}};
-  std::ofstream(dir / "scores.json") << model::layer_scores_to_json(scores).dump();
+  analysis::LayerScores scores{
+      {1, 3}, 64, 2, {{0, {0.4, 0.4}}, {1, {0.1, 0.2}}, {2, {0.05, 0.05}}}};
+  std::ofstream(dir / "scores.json") << analysis::layer_scores_to_json(scores).dump();
   ConvertOptions o;
   o.layers = "auto:2";
   o.layer_scores = dir / "scores.json";

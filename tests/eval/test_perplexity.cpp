@@ -10,12 +10,15 @@
 #include "model/reference_forward.h"
 #include "oal/core/error.h"
 #include "oal/eval/perplexity.h"
-#include "oal/model/load.h"
+#include "oal/formats/load.h"
 #include "oal/model/transformer.h"
 #include "oal/text/corpus.h"
 #include "oal/text/tokenizer.h"
 
 using namespace oal::model;
+
+using namespace oal::formats;
+using namespace oal::fixtures;
 using oal::eval::perplexity;
 using oal::eval::PerplexityOptions;
 

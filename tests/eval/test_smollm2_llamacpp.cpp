@@ -33,7 +33,7 @@
 #include "common/sha256.h"
 #include "common/shared_data.h"
 #include "oal/eval/perplexity.h"
-#include "oal/model/load.h"
+#include "oal/formats/load.h"
 #include "oal/model/transformer.h"
 #include "oal/text/corpus.h"
 #include "oal/text/tokenizer.h"
@@ -93,7 +93,7 @@ const Loaded& smollm2() {
     x.tok = oal::text::load_tokenizer(path);
     // As `oal` runs it by default: Q4_1 / Q8_0 kept as stored, the quantized kernels.
     x.model = std::make_unique<oal::model::Transformer>(
-        oal::model::load_model(path.string(), {.keep_quantized = true}));
+        oal::formats::load_model(path.string(), {.keep_quantized = true}));
     return x;
   }();
   return l;

@@ -11,14 +11,18 @@
 #include "common/tiny_model.h"
 #include "oal/attention/registry.h"
 #include "oal/core/error.h"
+#include "oal/fixtures/synthetic.h"
+#include "oal/generate/decode_session.h"
 #include "oal/model/decode_layer.h"
-#include "oal/model/decode_session.h"
 #include "oal/model/rope.h"
-#include "oal/model/synthetic.h"
 #include "oal/model/transformer.h"
 #include "reference_forward.h"
 
 using namespace oal::model;
+
+using namespace oal::fixtures;
+
+using namespace oal::generate;
 using oal::test::small_synthetic;
 
 namespace {

@@ -4,11 +4,11 @@
 // projections prepare_frozen_projections takes.
 #include <gtest/gtest.h>
 
+#include "common/tiny_model.h"
+#include "oal/adapt/lora.h"
 #include "oal/core/error.h"
 #include "oal/model/frozen_linear.h"
-#include "oal/model/lora.h"
 #include "oal/model/transformer.h"
-#include "common/tiny_model.h"
 
 namespace {
 
@@ -46,7 +46,8 @@ TEST(FrozenLinear, MatchesAtLinearAutogradAcrossShapes) {
 TEST(FrozenLinear, ThreeDimensionalInputAndLoraOnTop) {
   at::manual_seed(2);
   model::Linear l = frozen(12, 20, false);
-  auto delta = std::make_shared<model::LoraDelta>(20, 12, model::LoraConfig{4, 8, 0.0}, 3, at::kCPU);
+  auto delta =
+      std::make_shared<adapt::LoraDelta>(20, 12, adapt::LoraConfig{4, 8, 0.0}, 3, at::kCPU);
   {
     at::NoGradGuard g;
     delta->b.normal_(0, 0.2);
@@ -80,8 +81,8 @@ TEST(FrozenLinear, PreparesEveryDenseProjectionOfAModelAndKeepsItsGradients) {
   const auto w = test::tiny_weights(7, 2);
   model::Transformer plain(w), fast(w);
   EXPECT_EQ(model::prepare_frozen_projections(fast), 2 * 7);
-  auto lp = model::LoraAdapters::attach(plain, {4, 8, 0.0}, 5);
-  auto lf = model::LoraAdapters::attach(fast, {4, 8, 0.0}, 5);
+  auto lp = adapt::LoraAdapters::attach(plain, {4, 8, 0.0}, 5);
+  auto lf = adapt::LoraAdapters::attach(fast, {4, 8, 0.0}, 5);
   {
     at::NoGradGuard g;
     for (auto* l : {&lp, &lf})

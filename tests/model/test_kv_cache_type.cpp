@@ -8,7 +8,7 @@
 #include "common/shared_data.h"
 #include "oal/attention/softmax/softmax_method.h"
 #include "oal/core/error.h"
-#include "oal/model/load.h"
+#include "oal/formats/load.h"
 #include "oal/model/transformer.h"
 
 using namespace oal;
@@ -36,7 +36,7 @@ TEST(KvCacheType, SmolLM2WithAnF16CacheDecodesLikeTheExactCache) {
   const auto path = test::model_cache_file(k_model);
   OAL_REQUIRE_PATH(path, "model file (scripts/fetch-models.sh)");
   at::NoGradGuard no_grad;
-  const model::ModelWeights w = model::load_model(path.string(), {.keep_quantized = true});
+  const model::ModelWeights w = formats::load_model(path.string(), {.keep_quantized = true});
   const model::Transformer exact(w), half(w, {.kv_cache = attn::KvCacheType::f16});
   auto states = half.new_states(1);
   const at::Tensor one = at::zeros({1, 1}, at::kLong);
@@ -63,7 +63,7 @@ TEST(KvCacheType, SmolLM2WithAQ8_0CacheDecodesCloseToTheExactCache) {
   const auto path = test::model_cache_file(k_model);
   OAL_REQUIRE_PATH(path, "model file (scripts/fetch-models.sh)");
   at::NoGradGuard no_grad;
-  const model::ModelWeights w = model::load_model(path.string(), {.keep_quantized = true});
+  const model::ModelWeights w = formats::load_model(path.string(), {.keep_quantized = true});
   const model::Transformer exact(w), q8(w, {.kv_cache = attn::KvCacheType::q8_0});
   auto states = q8.new_states(1);
   const at::Tensor one = at::zeros({1, 1}, at::kLong);

@@ -7,10 +7,10 @@
 
 #include "common/shared_data.h"
 #include "oal/core/error.h"
+#include "oal/fixtures/synthetic.h"
+#include "oal/formats/fingerprint.h"
+#include "oal/formats/load.h"
 #include "oal/io/gguf_quants.h"
-#include "oal/model/fingerprint.h"
-#include "oal/model/load.h"
-#include "oal/model/synthetic.h"
 #include "oal/model/transformer.h"
 
 using namespace oal;
@@ -31,14 +31,14 @@ double max_abs(const at::Tensor& t) { return t.abs().max().item<double>(); }
 TEST(QuantizedWeights, SmolLM2KeptAsStoredMatchesItsFp32Copy) {
   const auto path = test::model_cache_file(k_model);
   OAL_REQUIRE_PATH(path, "model file (scripts/fetch-models.sh)");
-  const model::ModelWeights q = model::load_model(path.string(), {.keep_quantized = true});
+  const model::ModelWeights q = formats::load_model(path.string(), {.keep_quantized = true});
   // Every projection and the embedding stay in their file types.
   ASSERT_EQ(q.quantized.size(), size_t(30 * 7 + 1));
   EXPECT_EQ(q.quantized.at("model.embed_tokens.weight").type, uint32_t(io::GgmlType::Q8_0));
   EXPECT_EQ(q.quantized.at("model.layers.0.self_attn.q_proj.weight").type,
             uint32_t(io::GgmlType::Q4_1));
-  const model::ModelWeights f = model::load_model(path.string());
-  EXPECT_EQ(model::model_fingerprint(q), model::model_fingerprint(f));
+  const model::ModelWeights f = formats::load_model(path.string());
+  EXPECT_EQ(formats::model_fingerprint(q), formats::model_fingerprint(f));
 
   const model::Transformer mq(q), mf(f);
   EXPECT_EQ(mq.num_parameters(), mf.num_parameters());
@@ -66,12 +66,12 @@ TEST(QuantizedWeights, SmolLM2KeptAsStoredMatchesItsFp32Copy) {
 }
 
 TEST(QuantizedWeights, FloatCheckpointConvertsToQ8_0AndBf16) {
-  model::SyntheticOptions o;
+  fixtures::SyntheticOptions o;
   o.hidden_size = 64;
   o.intermediate_size = 96;  // down_proj has 96 inputs: 3 blocks of 32
   o.num_layers = 2;
   o.seed = 5;
-  const model::ModelWeights w = model::make_synthetic_weights(o);
+  const model::ModelWeights w = fixtures::make_synthetic_weights(o);
   const model::Transformer f(w), q8(w, {.weights = WeightFormat::q8_0}),
       bf(w, {.weights = WeightFormat::bf16});
   EXPECT_TRUE(q8.layer(0).q_proj.quant.defined());
@@ -97,11 +97,11 @@ TEST(QuantizedWeights, FloatCheckpointConvertsToQ8_0AndBf16) {
 }
 
 TEST(QuantizedWeights, Q8_0KeepsWeightsItCannotBlockAsFp32) {
-  model::SyntheticOptions o;
+  fixtures::SyntheticOptions o;
   o.hidden_size = 64;
   o.intermediate_size = 72;  // down_proj's 72 inputs are not whole blocks of 32
   o.seed = 6;
-  const model::Transformer q8(model::make_synthetic_weights(o), {.weights = WeightFormat::q8_0});
+  const model::Transformer q8(fixtures::make_synthetic_weights(o), {.weights = WeightFormat::q8_0});
   EXPECT_TRUE(q8.layer(0).gate_proj.quant.defined());
   EXPECT_FALSE(q8.layer(0).down_proj.quant.defined());
   EXPECT_EQ(q8.layer(0).down_proj.weight.scalar_type(), at::kFloat);

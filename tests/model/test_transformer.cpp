@@ -12,6 +12,7 @@
 #include "reference_forward.h"
 
 using namespace oal::model;
+using namespace oal::fixtures;
 using oal::test::reference_logits;
 
 namespace {
@@ -226,7 +227,7 @@ TEST(Transformer, PrefillInUbatchesIsTheSamePrefill) {
   // ubatches) and an OAL layer (the HD state continuing), then a decode step from each
   // set of states. Only fp32 summation order differs: the reference tolerance holds.
   const ModelWeights w =
-      oal::model::make_synthetic_weights(oal::test::small_synthetic(SyntheticArch::qwen2, 21));
+      oal::fixtures::make_synthetic_weights(oal::test::small_synthetic(SyntheticArch::qwen2, 21));
   at::NoGradGuard no_grad;
   Transformer whole(w), ubatched(w, {.ubatch = 16});
   const oal::attn::MethodShape shape{1, w.config.num_heads, w.config.num_kv_heads,

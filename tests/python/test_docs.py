@@ -31,7 +31,7 @@ def test_readme_has_the_python_line():
 
 
 # A path the docs name: src/, tools/, scripts/, tests/, fuzz/ or python/, optionally with
-# one {a,b} alternation and a trailing .* or glob (as "src/oal/model/{hybrid,lora}.*").
+# one {a,b} alternation and a trailing .* or glob (as "src/oal/adapt/{hybrid,lora}.*").
 DOC_PATH = re.compile(r"`((?:src|tools|scripts|tests|fuzz|python)/[A-Za-z0-9_./{},*<>-]+)`")
 
 

@@ -13,8 +13,8 @@
 #include "common/tiny_model.h"
 #include "oal/attention/registry.h"
 #include "oal/core/error.h"
-#include "oal/model/generate.h"
-#include "oal/model/synthetic_tokenizer.h"
+#include "oal/fixtures/synthetic_tokenizer.h"
+#include "oal/generate/generate.h"
 #include "oal/model/transformer.h"
 #include "oal/serve/conversation_store.h"
 #include "oal/serve/engine.h"
@@ -212,7 +212,7 @@ namespace {
 
 std::unique_ptr<text::Tokenizer> tiny_tokenizer() {
   const auto dir = test::make_temp_dir("conv_tok");
-  model::write_synthetic_tokenizer(dir, 128);
+  fixtures::write_synthetic_tokenizer(dir, 128);
   return text::load_tokenizer(dir / "tokenizer.json");
 }
 
@@ -242,9 +242,10 @@ TEST(Engine, ResumesASavedConversationAfterARestart) {
   auto m = mixed_model();
   auto tok = tiny_tokenizer();
   const std::vector<int32_t> turn1 = {3, 1, 4, 1, 5};
-  model::GenerateOptions o;
+  generate::GenerateOptions o;
   o.max_new_tokens = 6;
-  const auto reply = model::generate(*m, turn1, o).tokens;  // what the engine answers (test_engine)
+  const auto reply =
+      generate::generate(*m, turn1, o).tokens;  // what the engine answers (test_engine)
   ASSERT_EQ(reply.size(), 6u);
   // Turn 2: the history (prompt and reply) and a new user turn.
   std::vector<int32_t> turn2 = turn1;

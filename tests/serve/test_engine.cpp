@@ -12,10 +12,10 @@
 
 #include "common/temp_dir.h"
 #include "common/tiny_model.h"
-#include "oal/model/generate.h"
-#include "oal/model/synthetic_tokenizer.h"
-#include "oal/model/transformer.h"
 #include "oal/core/error.h"
+#include "oal/fixtures/synthetic_tokenizer.h"
+#include "oal/generate/generate.h"
+#include "oal/model/transformer.h"
 #include "oal/serve/api_error.h"
 #include "oal/serve/engine.h"
 #include "oal/text/tokenizer.h"
@@ -41,7 +41,7 @@ std::vector<serve::StreamEvent> drain(serve::RequestStream& s) {
 // The synthetic byte-level tokenizer (its first 32 ids cover the tiny model's vocab).
 std::unique_ptr<text::Tokenizer> tiny_tokenizer() {
   const auto dir = test::make_temp_dir("serve_engine_tok");
-  model::write_synthetic_tokenizer(dir, 128);
+  fixtures::write_synthetic_tokenizer(dir, 128);
   return text::load_tokenizer(dir / "tokenizer.json");
 }
 
@@ -104,9 +104,9 @@ TEST(Engine, ConcurrentRequestsMatchGenerateAlone) {
     EXPECT_EQ(done.prompt_tokens, static_cast<int64_t>(prompts[i].size()));
     std::string text;
     for (const auto& e : events) text += e.text;
-    model::GenerateOptions o;
+    generate::GenerateOptions o;
     o.max_new_tokens = n_new;
-    const auto ref = model::generate(m, prompts[i], o);
+    const auto ref = generate::generate(m, prompts[i], o);
     EXPECT_EQ(text, tok->decode(ref.tokens)) << "request " << i;
   }
   const auto s = engine.stats();
@@ -124,9 +124,9 @@ TEST(Engine, StopTokenAndRefusedJobs) {
   serve::Engine engine(m, *tok, {.max_sequences = 1, .max_queued = 1, .prefill_chunk = 8});
   // The greedy continuation's first new token after the start that did not occur before
   // it, as a stop token: generation ends exactly there, and the stop token is not sent.
-  model::GenerateOptions o;
+  generate::GenerateOptions o;
   o.max_new_tokens = 10;
-  const auto ref = model::generate(m, {4, 5, 6}, o);
+  const auto ref = generate::generate(m, {4, 5, 6}, o);
   size_t k = 1;
   while (k < ref.tokens.size() &&
          std::find(ref.tokens.begin(), ref.tokens.begin() + k, ref.tokens[k]) != ref.tokens.begin() + k)

@@ -15,7 +15,7 @@
 #include "oal/simd/isa.h"
 #include "random_data.h"
 
-namespace kc = oal::simd;
+namespace simd = oal::simd;
 
 namespace {
 
@@ -61,14 +61,14 @@ TEST(GemmF32, MatchesFp64OnOddShapes) {
       for (bool ta : {false, true})
         for (bool acc : {false, true}) check_case(gemm, what, M, N, K, ta, acc);
   };
-  for (kc::SimdTarget isa : kc::available_targets()) {
-    kc::ScopedTarget guard(isa);
-    sweep(&kc::gemm_f32_own, "own " + kc::target_name(isa));
-    sweep(&kc::gemm_f32, "automatic " + kc::target_name(isa));
+  for (simd::SimdTarget isa : simd::available_targets()) {
+    simd::ScopedTarget guard(isa);
+    sweep(&simd::gemm_f32_own, "own " + simd::target_name(isa));
+    sweep(&simd::gemm_f32, "automatic " + simd::target_name(isa));
   }
-  sweep(&kc::gemm_f32_scalar, "scalar reference");
-  ASSERT_TRUE(kc::blas_available()) << "LibTorch's BLAS (cblas_sgemm) should be loaded";
-  sweep(&kc::gemm_f32_blas, "blas");
+  sweep(&simd::gemm_f32_scalar, "scalar reference");
+  ASSERT_TRUE(simd::blas_available()) << "LibTorch's BLAS (cblas_sgemm) should be loaded";
+  sweep(&simd::gemm_f32_blas, "blas");
 }
 
 TEST(GemmF32, HalfBIsTheProductWithTheWidenedB) {
@@ -78,8 +78,8 @@ TEST(GemmF32, HalfBIsTheProductWithTheWidenedB) {
   // untouched.
   const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
       {1, 1, 1}, {3, 17, 64}, {7, 256, 64}, {7, 64, 256}, {13, 65, 300}, {6, 5, 3}};
-  for (kc::SimdTarget isa : kc::available_targets()) {
-    kc::ScopedTarget guard(isa);
+  for (simd::SimdTarget isa : simd::available_targets()) {
+    simd::ScopedTarget guard(isa);
     for (auto [M, N, K] : shapes)
       for (bool acc : {false, true}) {
         const int64_t ldb = N + 3, ldc = N + 5;
@@ -92,41 +92,41 @@ TEST(GemmF32, HalfBIsTheProductWithTheWidenedB) {
           bw[i] = static_cast<float>(h);
         }
         auto c = uniform(M * ldc, 3), ref = c;
-        kc::gemm_f32_half_b(M, N, K, a.data(), K, 1, bh.data(), ldb, c.data(), ldc, acc);
-        kc::gemm_f32_scalar(M, N, K, a.data(), K, 1, bw.data(), ldb, ref.data(), ldc, acc);
+        simd::gemm_f32_half_b(M, N, K, a.data(), K, 1, bh.data(), ldb, c.data(), ldc, acc);
+        simd::gemm_f32_scalar(M, N, K, a.data(), K, 1, bw.data(), ldb, ref.data(), ldc, acc);
         for (int64_t i = 0; i < M * ldc; ++i) {
           if (i % ldc >= N) {
             ASSERT_EQ(c[i], ref[i]) << "padding written at " << i;
             continue;
           }
           ASSERT_NEAR(c[i], ref[i], 2e-6 * (K + 1))
-              << kc::target_name(isa) << " M=" << M << " N=" << N << " K=" << K << " at " << i;
+              << simd::target_name(isa) << " M=" << M << " N=" << N << " K=" << K << " at " << i;
         }
       }
   }
 }
 
 TEST(GemmF32, PolicyForcesTheBackend) {
-  const kc::GemmPolicy saved = kc::set_gemm_policy(kc::GemmPolicy::blas);
-  EXPECT_EQ(kc::gemm_choice(64, 64, 64, 64, 1), kc::GemmBackend::blas);
+  const simd::GemmPolicy saved = simd::set_gemm_policy(simd::GemmPolicy::blas);
+  EXPECT_EQ(simd::gemm_choice(64, 64, 64, 64, 1), simd::GemmBackend::blas);
   // A without a unit stride cannot go to BLAS: the own kernel takes it.
-  EXPECT_EQ(kc::gemm_choice(64, 64, 64, 3, 5), kc::GemmBackend::own);
-  kc::set_gemm_policy(kc::GemmPolicy::own);
-  EXPECT_EQ(kc::gemm_choice(448, 64, 2145, 2145, 1), kc::GemmBackend::own);
-  kc::set_gemm_policy(saved);
+  EXPECT_EQ(simd::gemm_choice(64, 64, 64, 3, 5), simd::GemmBackend::own);
+  simd::set_gemm_policy(simd::GemmPolicy::own);
+  EXPECT_EQ(simd::gemm_choice(448, 64, 2145, 2145, 1), simd::GemmBackend::own);
+  simd::set_gemm_policy(saved);
 }
 
 TEST(GemmF32, AutomaticRuleKeepsTheKernelsOnTheOwnMicroKernel) {
-  ASSERT_EQ(kc::gemm_policy(), kc::GemmPolicy::automatic);
-  for (kc::SimdTarget t : kc::available_targets()) {
-    kc::ScopedTarget guard(t);
+  ASSERT_EQ(simd::gemm_policy(), simd::GemmPolicy::automatic);
+  for (simd::SimdTarget t : simd::available_targets()) {
+    simd::ScopedTarget guard(t);
     // The kernels' shapes: flash tiles, OAL readout and (transposed-A) update.
-    EXPECT_EQ(kc::gemm_choice(64, 64, 64, 64, 1), kc::GemmBackend::own);
-    EXPECT_EQ(kc::gemm_choice(448, 64, 2145, 2145, 1), kc::GemmBackend::own);
-    EXPECT_EQ(kc::gemm_choice(2145, 64, 64, 1, 2145), kc::GemmBackend::own);
+    EXPECT_EQ(simd::gemm_choice(64, 64, 64, 64, 1), simd::GemmBackend::own);
+    EXPECT_EQ(simd::gemm_choice(448, 64, 2145, 2145, 1), simd::GemmBackend::own);
+    EXPECT_EQ(simd::gemm_choice(2145, 64, 64, 1, 2145), simd::GemmBackend::own);
     // Big products go to whichever backend measured faster for this target.
-    EXPECT_EQ(kc::gemm_choice(1024, 1024, 1024, 1024, 1), kc::big_gemm_backend())
-        << kc::target_name(t);
+    EXPECT_EQ(simd::gemm_choice(1024, 1024, 1024, 1024, 1), simd::big_gemm_backend())
+        << simd::target_name(t);
   }
 }
 

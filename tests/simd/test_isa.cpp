@@ -7,24 +7,24 @@
 #include "oal/core/error.h"
 #include "oal/simd/isa.h"
 
-namespace kc = oal::simd;
+namespace simd = oal::simd;
 
 TEST(SimdTargets, BestFirstAndForcible) {
-  const auto targets = kc::available_targets();
+  const auto targets = simd::available_targets();
   ASSERT_FALSE(targets.empty());
-  EXPECT_EQ(kc::active_target(), targets.front());
+  EXPECT_EQ(simd::active_target(), targets.front());
   std::set<std::string> names;
-  for (kc::SimdTarget t : targets) {
-    names.insert(kc::target_name(t));
-    EXPECT_EQ(kc::parse_target(kc::target_name(t)), t);
-    kc::ScopedTarget guard(t);
-    EXPECT_EQ(kc::active_target(), t) << kc::target_name(t);
+  for (simd::SimdTarget t : targets) {
+    names.insert(simd::target_name(t));
+    EXPECT_EQ(simd::parse_target(simd::target_name(t)), t);
+    simd::ScopedTarget guard(t);
+    EXPECT_EQ(simd::active_target(), t) << simd::target_name(t);
     // Forcing does not shrink what is available.
-    EXPECT_EQ(kc::available_targets(), targets);
+    EXPECT_EQ(simd::available_targets(), targets);
   }
   EXPECT_EQ(names.size(), targets.size()) << "target names must be distinct";
-  EXPECT_EQ(kc::active_target(), targets.front()) << "ScopedTarget restores the default";
-  EXPECT_EQ(kc::target_name(targets.back()), "scalar") << "the baseline is always compiled";
+  EXPECT_EQ(simd::active_target(), targets.front()) << "ScopedTarget restores the default";
+  EXPECT_EQ(simd::target_name(targets.back()), "scalar") << "the baseline is always compiled";
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -32,18 +32,18 @@ TEST(SimdTargets, AvxCpusNeverRunScalar) {
   // The issue this guards: an AVX2 CPU fell back to plain loops (12x slower).
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    EXPECT_TRUE(kc::target_name(kc::active_target()) == "avx2" ||
-                kc::target_name(kc::active_target()) == "avx512")
-        << kc::target_name(kc::active_target());
+    EXPECT_TRUE(simd::target_name(simd::active_target()) == "avx2" ||
+                simd::target_name(simd::active_target()) == "avx512")
+        << simd::target_name(simd::active_target());
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-    EXPECT_EQ(kc::target_name(kc::active_target()), "avx512");
+    EXPECT_EQ(simd::target_name(simd::active_target()), "avx512");
 }
 #endif
 
 TEST(SimdTargets, UnknownNamesAreClearErrors) {
   try {
-    kc::parse_target("avx9000");
+    simd::parse_target("avx9000");
     FAIL() << "expected an error";
   } catch (const oal::Error& e) {
     const std::string msg = e.what();

@@ -13,7 +13,7 @@
 #include "random_data.h"
 #include "oal/simd/linear_f32.h"
 
-namespace kc = oal::simd;
+namespace simd = oal::simd;
 
 namespace {
 
@@ -22,7 +22,7 @@ using oal::test::uniform;
 void check_case(int64_t M, int64_t N, int64_t K, bool with_bias, const std::string& what) {
   const auto x = uniform(M * K, 1), w = uniform(N * K, 2), b = uniform(N, 3);
   std::vector<float> y(M * N, -7.0f);
-  kc::linear_f32(M, N, K, x.data(), w.data(), with_bias ? b.data() : nullptr, y.data());
+  simd::linear_f32(M, N, K, x.data(), w.data(), with_bias ? b.data() : nullptr, y.data());
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
       double ref = with_bias ? b[n] : 0.0;
@@ -40,19 +40,21 @@ TEST(LinearF32, MatchesFp64OnEveryTargetAndBackend) {
   // 256-deep K slices, 512-row blocks: 600 x 130 x 300 crosses every boundary).
   const std::vector<std::array<int64_t, 3>> shapes = {
       {1, 1, 1}, {1, 70, 33}, {3, 130, 300}, {8, 17, 5}, {9, 65, 70}, {600, 130, 300}};
-  for (kc::SimdTarget t : kc::available_targets()) {
-    kc::ScopedTarget guard(t);
-    for (auto policy : {kc::GemmPolicy::own, kc::GemmPolicy::blas, kc::GemmPolicy::automatic}) {
-      const kc::GemmPolicy saved = kc::set_gemm_policy(policy);
+  for (simd::SimdTarget t : simd::available_targets()) {
+    simd::ScopedTarget guard(t);
+    for (auto policy :
+         {simd::GemmPolicy::own, simd::GemmPolicy::blas, simd::GemmPolicy::automatic}) {
+      const simd::GemmPolicy saved = simd::set_gemm_policy(policy);
       for (const auto& [M, N, K] : shapes)
         for (bool bias : {false, true})
-          check_case(M, N, K, bias, kc::target_name(t) + " policy " + std::to_string(int(policy)));
-      kc::set_gemm_policy(saved);
+          check_case(M, N, K, bias,
+                     simd::target_name(t) + " policy " + std::to_string(int(policy)));
+      simd::set_gemm_policy(saved);
     }
   }
 }
 
 TEST(LinearF32, RejectsEmptySizes) {
   float x = 0, w = 0, y = 0;
-  EXPECT_THROW(kc::linear_f32(0, 1, 1, &x, &w, nullptr, &y), oal::Error);
+  EXPECT_THROW(simd::linear_f32(0, 1, 1, &x, &w, nullptr, &y), oal::Error);
 }

@@ -21,7 +21,7 @@
 #include "oal/simd/linear_quant.h"
 #include "random_data.h"
 
-namespace kc = oal::simd;
+namespace simd = oal::simd;
 using oal::io::GgmlType;
 
 namespace {
@@ -74,18 +74,18 @@ int64_t block_of(GgmlType t) { return oal::io::ggml_type_info(uint32_t(t))->bloc
 TEST(LinearQuant, DequantizeRowsIsBitwiseTheScalarDecoder) {
   // The SIMD decoders compute d·q (+ m) with one rounding like io::dequantize, whose
   // products are exact (see test_gguf_quants_reference.cpp): no tolerance.
-  for (kc::SimdTarget target : kc::available_targets()) {
-    kc::ScopedTarget guard(target);
+  for (simd::SimdTarget target : simd::available_targets()) {
+    simd::ScopedTarget guard(target);
     for (const TypeCase& t : k_types) {
       const int64_t rows = 37, cols = 2 * std::max<int64_t>(256, block_of(t.type));
       const auto m = random_matrix(t, rows, cols, 11);
       const auto ref = reference_weights(t, m, rows, cols);
-      const kc::QuantMatrix w{uint32_t(t.type), rows, cols, m.data()};
+      const simd::QuantMatrix w{uint32_t(t.type), rows, cols, m.data()};
       std::vector<float> got(static_cast<size_t>((rows - 3) * cols), -9.0f);
-      kc::dequantize_rows(w, 3, rows, got.data());
+      simd::dequantize_rows(w, 3, rows, got.data());
       for (size_t i = 0; i < got.size(); ++i)
         ASSERT_EQ(std::memcmp(&got[i], &ref[3 * cols + i], 4), 0)
-            << kc::target_name(target) << " " << oal::io::ggml_type_name(uint32_t(t.type))
+            << simd::target_name(target) << " " << oal::io::ggml_type_name(uint32_t(t.type))
             << " element " << i << ": " << got[i] << " vs " << ref[3 * cols + i];
     }
   }
@@ -98,8 +98,8 @@ TEST(LinearQuant, MatchesFp64OnEveryTypeTargetAndShape) {
   const std::vector<std::array<int64_t, 3>> shapes = {
       {1, 1, 256}, {1, 33, 96}, {2, 300, 576}, {3, 70, 256}, {5, 17, 32}, {8, 65, 512},
       {9, 300, 256}, {21, 40, 96}, {40, 33, 576}, {70, 300, 256}};
-  for (kc::SimdTarget target : kc::available_targets()) {
-    kc::ScopedTarget guard(target);
+  for (simd::SimdTarget target : simd::available_targets()) {
+    simd::ScopedTarget guard(target);
     for (const TypeCase& t : k_types)
       for (const auto& [M, N, K0] : shapes) {
         const int64_t K = std::max<int64_t>(K0, block_of(t.type)) / block_of(t.type) * block_of(t.type);
@@ -107,7 +107,7 @@ TEST(LinearQuant, MatchesFp64OnEveryTypeTargetAndShape) {
         const auto wf = reference_weights(t, m, N, K);
         const auto x = oal::test::uniform(size_t(M * K), 1), b = oal::test::uniform(size_t(N), 3);
         std::vector<float> y(static_cast<size_t>(M * N), -7.0f);
-        kc::linear_quant(M, x.data(), {uint32_t(t.type), N, K, m.data()}, b.data(), y.data());
+        simd::linear_quant(M, x.data(), {uint32_t(t.type), N, K, m.data()}, b.data(), y.data());
         for (int64_t i = 0; i < M; ++i)
           for (int64_t n = 0; n < N; ++n) {
             double ref = b[n], mag = 1.0;
@@ -118,7 +118,7 @@ TEST(LinearQuant, MatchesFp64OnEveryTypeTargetAndShape) {
             // An fp32 sum of K + 1 terms in any order (SIMD lanes reassociate) errs by at
             // most about (K + 1)·2^-24·Σ|terms| (the worst-case bound γ_K); 1e-7 > 2^-24.
             ASSERT_NEAR(y[i * N + n], ref, 1e-7 * double(K + 1) * mag)
-                << kc::target_name(target) << " " << oal::io::ggml_type_name(uint32_t(t.type))
+                << simd::target_name(target) << " " << oal::io::ggml_type_name(uint32_t(t.type))
                 << " M=" << M << " N=" << N << " K=" << K << " at " << i << "," << n;
           }
       }
@@ -128,19 +128,20 @@ TEST(LinearQuant, MatchesFp64OnEveryTypeTargetAndShape) {
 TEST(LinearQuant, RefusesWhatItCannotDecode) {
   const std::vector<uint8_t> bytes(34 * 4, 0);
   std::vector<float> x(64, 1.0f), y(4, 0.0f);
-  const kc::QuantMatrix q8{uint32_t(GgmlType::Q8_0), 2, 64, bytes.data()};
-  EXPECT_THROW(kc::linear_quant(0, x.data(), q8, nullptr, y.data()), oal::Error);
-  EXPECT_THROW(kc::linear_quant(1, x.data(), {77, 2, 64, bytes.data()}, nullptr, y.data()),
+  const simd::QuantMatrix q8{uint32_t(GgmlType::Q8_0), 2, 64, bytes.data()};
+  EXPECT_THROW(simd::linear_quant(0, x.data(), q8, nullptr, y.data()), oal::Error);
+  EXPECT_THROW(simd::linear_quant(1, x.data(), {77, 2, 64, bytes.data()}, nullptr, y.data()),
                oal::Error);
-  EXPECT_THROW(kc::linear_quant(1, x.data(), {uint32_t(GgmlType::Q8_0), 2, 48, bytes.data()},
-                                nullptr, y.data()),
+  EXPECT_THROW(simd::linear_quant(1, x.data(), {uint32_t(GgmlType::Q8_0), 2, 48, bytes.data()},
+                                  nullptr, y.data()),
                oal::Error);
-  EXPECT_THROW(kc::linear_quant(1, x.data(), {uint32_t(GgmlType::IQ2_XS), 1, 256, bytes.data()},
-                                nullptr, y.data()),
+  EXPECT_THROW(simd::linear_quant(1, x.data(), {uint32_t(GgmlType::IQ2_XS), 1, 256, bytes.data()},
+                                  nullptr, y.data()),
                oal::Error);
-  EXPECT_THROW(kc::dequantize_rows(q8, 1, 3, y.data()), oal::Error);
+  EXPECT_THROW(simd::dequantize_rows(q8, 1, 3, y.data()), oal::Error);
   try {
-    kc::linear_quant(1, x.data(), {uint32_t(GgmlType::Q8_0), 2, 48, bytes.data()}, nullptr, y.data());
+    simd::linear_quant(1, x.data(), {uint32_t(GgmlType::Q8_0), 2, 48, bytes.data()}, nullptr,
+                       y.data());
   } catch (const oal::Error& e) {
     EXPECT_NE(std::string(e.what()).find("[linear_quant]"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("multiple of 32"), std::string::npos) << e.what();
@@ -152,13 +153,13 @@ namespace {
 // Sets the decode route for a scope.
 class ScopedQuantDot {
  public:
-  explicit ScopedQuantDot(kc::QuantDot dot) : previous_(kc::set_quant_dot(dot)) {}
-  ~ScopedQuantDot() { kc::set_quant_dot(previous_); }
+  explicit ScopedQuantDot(simd::QuantDot dot) : previous_(simd::set_quant_dot(dot)) {}
+  ~ScopedQuantDot() { simd::set_quant_dot(previous_); }
   ScopedQuantDot(const ScopedQuantDot&) = delete;
   ScopedQuantDot& operator=(const ScopedQuantDot&) = delete;
 
  private:
-  kc::QuantDot previous_;
+  simd::QuantDot previous_;
 };
 
 // x as the int8 route quantizes it, computed here in plain float arithmetic: per block of
@@ -191,11 +192,11 @@ TEST(LinearQuant, Int8RouteIsTheProductWithInt8Activations) {
   // bound of the test above; an indexing or nibble-order mistake is O(1).
   const std::vector<std::array<int64_t, 3>> shapes = {
       {1, 1, 32}, {1, 33, 96}, {2, 70, 576}, {3, 65, 256}, {8, 40, 512}, {9, 33, 96}, {32, 17, 64}};
-  const ScopedQuantDot int8(kc::QuantDot::int8);
-  for (kc::SimdTarget target : kc::available_targets()) {
-    kc::ScopedTarget guard(target);
+  const ScopedQuantDot int8(simd::QuantDot::int8);
+  for (simd::SimdTarget target : simd::available_targets()) {
+    simd::ScopedTarget guard(target);
     for (const TypeCase& t : k_types) {
-      if (!kc::has_int8_path(uint32_t(t.type))) continue;
+      if (!simd::has_int8_path(uint32_t(t.type))) continue;
       const bool has_min = t.type == GgmlType::Q4_1;
       for (const auto& [M, N, K] : shapes) {
         const auto m = random_matrix(t, N, K, 9);
@@ -203,7 +204,7 @@ TEST(LinearQuant, Int8RouteIsTheProductWithInt8Activations) {
         const auto x = oal::test::uniform(size_t(M * K), 4), b = oal::test::uniform(size_t(N), 6);
         const auto xr = int8_rounded(x);
         std::vector<float> y(static_cast<size_t>(M * N), -7.0f);
-        kc::linear_quant(M, x.data(), {uint32_t(t.type), N, K, m.data()}, b.data(), y.data());
+        simd::linear_quant(M, x.data(), {uint32_t(t.type), N, K, m.data()}, b.data(), y.data());
         const int64_t block_bytes = oal::io::ggml_type_info(uint32_t(t.type))->block_bytes;
         for (int64_t i = 0; i < M; ++i)
           for (int64_t n = 0; n < N; ++n) {
@@ -215,7 +216,7 @@ TEST(LinearQuant, Int8RouteIsTheProductWithInt8Activations) {
               mag += std::abs(term);
             }
             ASSERT_NEAR(y[i * N + n], ref, 1e-7 * double(K + 1) * mag)
-                << kc::target_name(target) << " " << oal::io::ggml_type_name(uint32_t(t.type))
+                << simd::target_name(target) << " " << oal::io::ggml_type_name(uint32_t(t.type))
                 << " M=" << M << " N=" << N << " K=" << K << " at " << i << "," << n;
           }
       }
@@ -228,14 +229,14 @@ TEST(LinearQuant, Int8RouteStaysWithinItsRoundingOfTheExactProduct) {
   // element by at most dx/2 = max|x_block| / 254, so |Δy| <= Σ |w|·max|x_block| / 254
   // (+ fp32 accumulation). Holds on a real-sized row (K = 896, Qwen2.5-0.5B's hidden).
   const int64_t M = 1, N = 64, K = 896;
-  const ScopedQuantDot int8(kc::QuantDot::int8);
+  const ScopedQuantDot int8(simd::QuantDot::int8);
   for (const TypeCase& t : k_types) {
-    if (!kc::has_int8_path(uint32_t(t.type))) continue;
+    if (!simd::has_int8_path(uint32_t(t.type))) continue;
     const auto m = random_matrix(t, N, K, 21);
     const auto wf = reference_weights(t, m, N, K);
     const auto x = oal::test::uniform(size_t(K), 8);
     std::vector<float> y(N);
-    kc::linear_quant(M, x.data(), {uint32_t(t.type), N, K, m.data()}, nullptr, y.data());
+    simd::linear_quant(M, x.data(), {uint32_t(t.type), N, K, m.data()}, nullptr, y.data());
     for (int64_t n = 0; n < N; ++n) {
       double exact = 0.0, bound = 0.0;
       for (int64_t b0 = 0; b0 < K; b0 += 32) {
@@ -252,11 +253,11 @@ TEST(LinearQuant, Int8RouteStaysWithinItsRoundingOfTheExactProduct) {
 }
 
 TEST(LinearQuant, QuantDotNamesParseAndBadOnesAreRefused) {
-  EXPECT_EQ(kc::parse_quant_dot("int8"), kc::QuantDot::int8);
-  EXPECT_EQ(kc::parse_quant_dot("dequant"), kc::QuantDot::dequant);
-  EXPECT_EQ(kc::quant_dot_name(kc::QuantDot::int8), "int8");
+  EXPECT_EQ(simd::parse_quant_dot("int8"), simd::QuantDot::int8);
+  EXPECT_EQ(simd::parse_quant_dot("dequant"), simd::QuantDot::dequant);
+  EXPECT_EQ(simd::quant_dot_name(simd::QuantDot::int8), "int8");
   try {
-    kc::parse_quant_dot("int4");
+    simd::parse_quant_dot("int4");
     ADD_FAILURE() << "int4 accepted";
   } catch (const oal::Error& e) {
     EXPECT_NE(std::string(e.what()).find("expected dequant or int8"), std::string::npos) << e.what();

@@ -16,12 +16,12 @@
 #include "oal/simd/oal_plan.h"
 #include "oal/simd/oal_prefill.h"
 
-namespace kc = oal::simd;
+namespace simd = oal::simd;
 
 namespace {
 
 struct Case {
-  kc::AttentionDims dims;
+  simd::AttentionDims dims;
   int64_t groups = 3;
   std::vector<float> q, k, v;
   at::Tensor group_of, L;  // [Hq, d] int64, [Hq, G+1, G+1] fp64 lower
@@ -92,13 +92,13 @@ double kappa(const Case& c, int64_t h, const float* q, const float* k) {
 
 TEST(OalPlan, ExpandedFeaturesEqualFactoredKernel) {
   const Case c = make_case(16, 8, 2, 4, 4, 11);
-  const auto plan = kc::OalPlan::build(c.group_of, c.L, c.eps);
+  const auto plan = simd::OalPlan::build(c.group_of, c.L, c.eps);
   std::vector<float> fk(plan.feature_dim()), fq(plan.feature_dim());
   for (int64_t h = 0; h < c.dims.q_heads; ++h) {
     const float* q = c.q.data() + h * c.dims.q_len * 16;
     const float* k = c.k.data() + 16;
-    kc::oal_monomials(k, 16, fk.data());
-    kc::oal_query_features(q, 16, plan.coef_of(h), fq.data());
+    simd::oal_monomials(k, 16, fk.data());
+    simd::oal_query_features(q, 16, plan.coef_of(h), fq.data());
     double dot = 0, mag = 0;
     for (int64_t f = 0; f < plan.feature_dim(); ++f) {
       dot += double(fq[f]) * fk[f];
@@ -113,25 +113,25 @@ TEST(OalPlan, RejectsBadKernels) {
   Case c = make_case(8, 8, 1, 2, 2, 3);
   at::Tensor bad = c.group_of.clone();
   bad[0][0] = 5;
-  EXPECT_THROW(kc::OalPlan::build(bad, c.L, c.eps), oal::Error);
-  EXPECT_THROW(kc::OalPlan::build(c.group_of, c.L, 0.0), oal::Error);
-  EXPECT_THROW(kc::OalPlan::build(c.group_of, c.L.narrow(0, 0, 1), c.eps), oal::Error);
+  EXPECT_THROW(simd::OalPlan::build(bad, c.L, c.eps), oal::Error);
+  EXPECT_THROW(simd::OalPlan::build(c.group_of, c.L, 0.0), oal::Error);
+  EXPECT_THROW(simd::OalPlan::build(c.group_of, c.L.narrow(0, 0, 1), c.eps), oal::Error);
 }
 
 TEST(OalDecodeKernel, NonFiniteDenominatorThrows) {
   Case c = make_case(8, 8, 1, 3, 2, 5);
   c.L = c.L * 1e25;  // M = L Lᵀ overflows fp32: the readout must fail, not return NaN
-  const auto plan = kc::OalPlan::build(c.group_of, c.L, c.eps);
+  const auto plan = simd::OalPlan::build(c.group_of, c.L, c.eps);
   const auto& d = c.dims;
   std::vector<float> state(d.batch * d.kv_heads * plan.feature_dim() * 9, 0.0f);
-  kc::OalDecodeWorkspace ws(d.batch, d.kv_heads, 1, 8, 8);
+  simd::OalDecodeWorkspace ws(d.batch, d.kv_heads, 1, 8, 8);
   std::vector<float> y(d.batch * d.q_heads * 8);
-  EXPECT_THROW(kc::oal_decode_step_f32(plan, d.kv_heads, c.q.data(), c.k.data(), c.v.data(),
-                                       y.data(), state.data(), ws),
+  EXPECT_THROW(simd::oal_decode_step_f32(plan, d.kv_heads, c.q.data(), c.k.data(), c.v.data(),
+                                         y.data(), state.data(), ws),
                oal::Error);
   std::vector<float> yp(d.batch * d.q_heads * d.q_len * 8);
-  kc::OalPrefillOptions opt;
-  EXPECT_THROW(kc::oal_prefill_f32(d, plan, c.q.data(), c.k.data(), c.v.data(), yp.data(),
-                                   nullptr, opt),
-               oal::Error);
+  simd::OalPrefillOptions opt;
+  EXPECT_THROW(
+      simd::oal_prefill_f32(d, plan, c.q.data(), c.k.data(), c.v.data(), yp.data(), nullptr, opt),
+      oal::Error);
 }

@@ -12,7 +12,7 @@
 #include "oal/simd/flash_softmax.h"
 #include "oal/simd/isa.h"
 
-namespace kc = oal::simd;
+namespace simd = oal::simd;
 
 namespace {
 
@@ -41,9 +41,9 @@ std::vector<float> grid() {
 TEST(SoftmaxExp, WithinTwoUlpOfExpOnItsRange) {
   const std::vector<float> x = grid();
   std::vector<float> y(x.size());
-  for (kc::SimdTarget t : kc::available_targets()) {
-    const kc::ScopedTarget force(t);
-    kc::softmax_exp_f32(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  for (simd::SimdTarget t : simd::available_targets()) {
+    const simd::ScopedTarget force(t);
+    simd::softmax_exp_f32(x.data(), y.data(), static_cast<int64_t>(x.size()));
     double worst = 0.0;
     for (size_t i = 0; i < x.size(); ++i) {
       const double ref = std::exp(static_cast<double>(x[i]));
@@ -54,10 +54,10 @@ TEST(SoftmaxExp, WithinTwoUlpOfExpOnItsRange) {
       const double ulp = std::ldexp(1.0, std::ilogb(ref) - 23);
       const double err = std::abs(y[i] - ref) / ulp;
       worst = std::max(worst, err);
-      ASSERT_LE(err, 2.0) << kc::target_name(t) << " x=" << x[i] << " got " << y[i]
-                          << " want " << ref;
+      ASSERT_LE(err, 2.0) << simd::target_name(t) << " x=" << x[i] << " got " << y[i] << " want "
+                          << ref;
     }
-    RecordProperty(std::string("worst_ulp_") + kc::target_name(t), std::to_string(worst));
+    RecordProperty(std::string("worst_ulp_") + simd::target_name(t), std::to_string(worst));
   }
 }
 
@@ -66,15 +66,15 @@ TEST(SoftmaxExp, ClampsBelowItsRangeAndTakesAnyLength) {
   // softmax sums these into l >= 1, where they vanish.
   const std::vector<float> x = {-86.0f, -87.0f, -1000.0f, -std::numeric_limits<float>::infinity(),
                                 -0.5f, -3.0f, -10.0f};
-  for (kc::SimdTarget t : kc::available_targets()) {
-    const kc::ScopedTarget force(t);
+  for (simd::SimdTarget t : simd::available_targets()) {
+    const simd::ScopedTarget force(t);
     for (size_t n = 1; n <= x.size(); ++n) {  // every tail length: masked loads and stores
       std::vector<float> y(n + 1, 42.0f);
-      kc::softmax_exp_f32(x.data(), y.data(), static_cast<int64_t>(n));
+      simd::softmax_exp_f32(x.data(), y.data(), static_cast<int64_t>(n));
       EXPECT_EQ(y[n], 42.0f) << "wrote past n = " << n;
       for (size_t i = 0; i < n; ++i) {
         const double want = std::exp(std::max(static_cast<double>(x[i]), -86.0));
-        EXPECT_NEAR(y[i], want, want * 3e-7) << kc::target_name(t) << " x=" << x[i];
+        EXPECT_NEAR(y[i], want, want * 3e-7) << simd::target_name(t) << " x=" << x[i];
       }
     }
   }

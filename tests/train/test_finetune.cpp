@@ -28,9 +28,10 @@ fs::path fresh_dir(const std::string& name) {
 // A hybrid tiny model: layer 1 runs a trainable OAL kernel.
 struct HybridRun {
   model::Transformer net;
-  model::LoraAdapters lora;
+  adapt::LoraAdapters lora;
   std::map<std::string, at::Tensor> kernel;
-  HybridRun() : net(test::tiny_weights()), lora(model::LoraAdapters::attach(net, {4, 8, 0.05}, 11)) {
+  HybridRun()
+      : net(test::tiny_weights()), lora(adapt::LoraAdapters::attach(net, {4, 8, 0.05}, 11)) {
     auto m = std::make_shared<attn::QuadraticAttention>(attn::QuadraticAttention::from_kernels(
         {attn::QuadraticKernel::taylor({{0, 1, 2, 3, 4, 5}, {6, 7}}),
          attn::QuadraticKernel::taylor(attn::QuadraticKernel::single_group(8))},

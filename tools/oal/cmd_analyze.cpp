@@ -12,11 +12,11 @@
 #include "oal/analysis/layer_groups.h"
 #include "oal/core/error.h"
 #include "oal/core/ranges.h"
+#include "oal/formats/find_tokenizer.h"
+#include "oal/formats/load.h"
 #include "oal/io/atomic_file.h"
 #include "oal/linearize/analysis_step.h"
 #include "oal/linearize/splits.h"
-#include "oal/model/find_tokenizer.h"
-#include "oal/model/load.h"
 #include "oal/text/corpus.h"
 #include "progress_bar.h"
 
@@ -92,8 +92,8 @@ void print_table(const oa::AnalysisResult& r, const std::vector<oa::LayerGroups>
 }
 
 void run(const AnalyzeArgs& a) {
-  auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
-  const oal::model::Transformer model(oal::model::load_model(a.model));
+  auto tok = oal::text::load_tokenizer(oal::formats::find_tokenizer(a.model, a.tokenizer));
+  const oal::model::Transformer model(oal::formats::load_model(a.model));
   oal::linearize::AnalysisStepOptions o;
   const fs::path model_path = fs::path(a.model).lexically_normal();
   o.model_name = model_path.has_filename() ? model_path.filename().string()

@@ -4,8 +4,6 @@
 
 #include <cstdlib>
 
-
-#include "weights_option.h"
 #include "command.h"
 #include "oal/bench/bench.h"
 #include "oal/bench/model_bench.h"
@@ -13,12 +11,13 @@
 #include "oal/core/error.h"
 #include "oal/core/machine.h"
 #include "oal/core/ranges.h"
+#include "oal/fixtures/synthetic.h"
+#include "oal/formats/load.h"
 #include "oal/io/atomic_file.h"
-#include "oal/model/load.h"
-#include "oal/model/synthetic.h"
 #include "oal/simd/gemm_choice.h"
 #include "oal/simd/isa.h"
 #include "progress_bar.h"
+#include "weights_option.h"
 
 namespace {
 
@@ -42,7 +41,7 @@ struct BenchArgs {
 
 // A synthetic checkpoint with Qwen2.5-0.5B's shapes (speed only depends on shapes).
 oal::model::ModelWeights qwen05b_shaped() {
-  return oal::model::make_synthetic_weights(oal::model::qwen25_05b_shape());
+  return oal::fixtures::make_synthetic_weights(oal::fixtures::qwen25_05b_shape());
 }
 
 oal::bench::BenchConfig to_config(const BenchArgs& a) {
@@ -95,7 +94,7 @@ std::vector<int64_t> parse_lengths(const std::string& list, const char* option) 
 std::string model_report(const BenchArgs& a, const oal::ProgressFn& progress) {
   const bool synthetic = a.model == "synthetic:qwen2.5-0.5b";
   const auto weights =
-      synthetic ? qwen05b_shaped() : oal::model::load_model(a.model, {.keep_quantized = true});
+      synthetic ? qwen05b_shaped() : oal::formats::load_model(a.model, {.keep_quantized = true});
   oal::model::Transformer model(weights, a.weights);
   oal::bench::ModelBenchConfig c;
   c.variants = oal::split_names(a.variants);
@@ -123,7 +122,7 @@ std::string model_report(const BenchArgs& a, const oal::ProgressFn& progress) {
 std::string train_report(const BenchArgs& a, bool lengths_given, const oal::ProgressFn& progress) {
   oal::model::TransformerOptions o = a.weights;
   o.weights = oal::model::WeightFormat::f32;
-  oal::model::Transformer model(oal::model::load_model(a.model), o);
+  oal::model::Transformer model(oal::formats::load_model(a.model), o);
   oal::bench::TrainBenchConfig c;
   c.variants = oal::split_names(a.variants);
   c.hybrid_layers = a.hybrid_layers;
@@ -144,14 +143,17 @@ void run(BenchArgs a, bool lengths_given) {
   oal::check(a.format == "md" || a.format == "csv" || a.format == "json", "bench",
              "--format: '{}', expected md, csv or json", a.format);
   if (a.threads > 0) oal::configure_threads(a.threads);
-  namespace kc = oal::simd;
-  if (!a.simd.empty() && a.simd != "auto") kc::force_target(kc::parse_target(a.simd));
+  namespace simd = oal::simd;
+  if (!a.simd.empty() && a.simd != "auto") simd::force_target(simd::parse_target(a.simd));
   // --train times the update `oal finetune` runs, and finetune pins oal's own GEMM
   // (main.cpp) unless OAL_GEMM says otherwise; --gemm below still overrides.
   const char* gemm_env = std::getenv("OAL_GEMM");
-  if (a.train && (gemm_env == nullptr || *gemm_env == '\0')) kc::set_gemm_policy(kc::GemmPolicy::own);
-  if (a.gemm == "own") kc::set_gemm_policy(kc::GemmPolicy::own);
-  else if (a.gemm == "blas") kc::set_gemm_policy(kc::GemmPolicy::blas);
+  if (a.train && (gemm_env == nullptr || *gemm_env == '\0'))
+    simd::set_gemm_policy(simd::GemmPolicy::own);
+  if (a.gemm == "own")
+    simd::set_gemm_policy(simd::GemmPolicy::own);
+  else if (a.gemm == "blas")
+    simd::set_gemm_policy(simd::GemmPolicy::blas);
   else oal::check(a.gemm.empty() || a.gemm == "auto", "bench", "--gemm: '{}', expected own, blas or auto", a.gemm);
   oal::check(!a.train || !a.model.empty(), "bench", "--train needs --model (the model to adapt)");
   oal::check(!a.train || a.format != "csv", "bench", "--train writes md or json, not csv");
@@ -231,7 +233,7 @@ oal::cli::Registrar reg{
           ->capture_default_str();
       app.add_option("--hybrid-layers", a->hybrid_layers,
                      "With --model: converted layers of the hybrid (e.g. 3-20; default: the "
-                     "paper's range rule, model/hybrid.h)")
+                     "paper's range rule, adapt/hybrid.h)")
           ->capture_default_str();
       oal::cli::add_weights_option(app, a->weights);
       oal::cli::add_ubatch_option(app, a->weights);

@@ -8,6 +8,7 @@
 #include "calib_options.h"
 #include "command.h"
 #include "launch.h"
+#include "oal/analysis/layer_selection.h"
 #include "oal/attention/oal/kernel_json.h"
 #include "oal/attention/registry.h"
 #include "oal/calib/calibrate_model.h"
@@ -15,10 +16,9 @@
 #include "oal/calib/run_dir.h"
 #include "oal/core/error.h"
 #include "oal/dist/world.h"
-#include "oal/model/find_tokenizer.h"
-#include "oal/model/fingerprint.h"
-#include "oal/model/layer_selection.h"
-#include "oal/model/load.h"
+#include "oal/formats/find_tokenizer.h"
+#include "oal/formats/fingerprint.h"
+#include "oal/formats/load.h"
 #include "oal/text/corpus.h"
 #include "oal/text/tokenizer.h"
 #include "progress_bar.h"
@@ -50,17 +50,17 @@ void run(const CalibrateArgs& a) {
   const auto world = oal::dist::world_from_env();
   oal::cli::exit_if_fault_injected(world->rank());
   const bool root = world->rank() == 0, quiet = a.quiet || !root;
-  auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
+  auto tok = oal::text::load_tokenizer(oal::formats::find_tokenizer(a.model, a.tokenizer));
   const std::vector<int32_t> stream = tok->encode(oal::text::read_text_file(a.text), false);
   std::string fingerprint;
   const oal::model::Transformer model = [&] {
-    const oal::model::ModelWeights w = oal::model::load_model(a.model);
-    fingerprint = oal::model::model_fingerprint(w);
+    const oal::model::ModelWeights w = oal::formats::load_model(a.model);
+    fingerprint = oal::formats::model_fingerprint(w);
     return oal::model::Transformer(w);
   }();
   oal::calib::ModelCalibrationOptions o;
   o.ctx = a.ctx;
-  o.layers = oal::model::resolve_layers(oal::cli::parse_layers(a.layers), model.num_layers());
+  o.layers = oal::analysis::resolve_layers(oal::cli::parse_layers(a.layers), model.num_layers());
   std::optional<oal::calib::Shard> shard;
   if (!a.shard.empty()) {
     shard = oal::calib::parse_shard(a.shard);

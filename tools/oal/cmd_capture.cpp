@@ -5,11 +5,11 @@
 #include <filesystem>
 
 #include "command.h"
+#include "oal/analysis/capture.h"
 #include "oal/core/error.h"
 #include "oal/core/ranges.h"
-#include "oal/model/capture.h"
-#include "oal/model/find_tokenizer.h"
-#include "oal/model/load.h"
+#include "oal/formats/find_tokenizer.h"
+#include "oal/formats/load.h"
 #include "oal/text/block_tensor.h"
 #include "oal/text/corpus.h"
 #include "oal/text/tokenizer.h"
@@ -38,8 +38,8 @@ at::Tensor chosen_blocks(const std::vector<int32_t>& stream, int64_t ctx,
 
 void run(const CaptureArgs& a) {
   oal::check(a.ctx >= 1, "capture", "--ctx must be >= 1, got {}", a.ctx);
-  auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
-  const oal::model::Transformer model(oal::model::load_model(a.model));
+  auto tok = oal::text::load_tokenizer(oal::formats::find_tokenizer(a.model, a.tokenizer));
+  const oal::model::Transformer model(oal::formats::load_model(a.model));
   const int64_t max_pos = model.config().max_position_embeddings;
   oal::check(max_pos <= 0 || a.ctx <= max_pos, "capture",
              "--ctx {} exceeds the model's max_position_embeddings {}", a.ctx, max_pos);
@@ -49,17 +49,17 @@ void run(const CaptureArgs& a) {
   const at::Tensor tokens = chosen_blocks(stream, a.ctx, blocks);
 
   oal::cli::ProgressBar bar("capture", !a.quiet);
-  oal::model::CaptureOptions o;
+  oal::analysis::CaptureOptions o;
   o.layers = layers;
   o.batch = a.batch;
   o.progress = bar.fn();
-  oal::model::Capture c = oal::model::capture(model, tokens, o);
+  oal::analysis::Capture c = oal::analysis::capture(model, tokens, o);
   bar.finish();
   c.metadata["model"] = a.model;
   c.metadata["text"] = a.text;
   c.metadata["ctx"] = std::to_string(a.ctx);
   c.metadata["blocks"] = oal::format_index_list(blocks);
-  oal::model::write_capture(a.out, c);
+  oal::analysis::write_capture(a.out, c);
   fmt::print("wrote {} ({} layers x {} blocks of {} tokens, {:.1f} MiB)\n", a.out, layers.size(),
              blocks.size(), a.ctx, std::filesystem::file_size(a.out) / 1048576.0);
 }

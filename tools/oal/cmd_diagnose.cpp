@@ -10,9 +10,9 @@
 #include "oal/analysis/layer_groups.h"
 #include "oal/attention/oal/kernel_json.h"
 #include "oal/attention/registry.h"
+#include "oal/formats/find_tokenizer.h"
+#include "oal/formats/load.h"
 #include "oal/linearize/diagnose_run.h"
-#include "oal/model/find_tokenizer.h"
-#include "oal/model/load.h"
 #include "oal/text/corpus.h"
 #include "oal/text/tokenizer.h"
 #include "progress_bar.h"
@@ -29,9 +29,9 @@ struct DiagnoseArgs {
 };
 
 void run(DiagnoseArgs a) {
-  auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
+  auto tok = oal::text::load_tokenizer(oal::formats::find_tokenizer(a.model, a.tokenizer));
   const std::vector<int32_t> stream = tok->encode(oal::text::read_text_file(a.text), false);
-  const oal::model::Transformer model(oal::model::load_model(a.model));
+  const oal::model::Transformer model(oal::formats::load_model(a.model));
   const oal::attn::ModelKernels groups = oal::attn::read_kernels(a.groups);
   a.options.methods = oal::split_names(a.methods);
   a.options.seeds.clear();

@@ -4,10 +4,10 @@
 #include "calib_options.h"
 #include "command.h"
 #include "oal/attention/method_store.h"
+#include "oal/formats/find_tokenizer.h"
+#include "oal/formats/load.h"
 #include "oal/io/atomic_file.h"
 #include "oal/linearize/fidelity_run.h"
-#include "oal/model/find_tokenizer.h"
-#include "oal/model/load.h"
 #include "oal/text/corpus.h"
 #include "oal/text/tokenizer.h"
 #include "progress_bar.h"
@@ -22,9 +22,9 @@ struct FidelityArgs {
 };
 
 void run(const FidelityArgs& a) {
-  auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
+  auto tok = oal::text::load_tokenizer(oal::formats::find_tokenizer(a.model, a.tokenizer));
   const std::vector<int32_t> stream = tok->encode(oal::text::read_text_file(a.text), false);
-  const oal::model::Transformer model(oal::model::load_model(a.model));
+  const oal::model::Transformer model(oal::formats::load_model(a.model));
   const oal::attn::MethodStore run = oal::attn::read_method_store(a.calib);
   oal::linearize::FidelityResult r;
   {

@@ -2,18 +2,17 @@
 #include <fmt/core.h>
 
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
 
-#include "weights_option.h"
 #include "command.h"
 #include "oal/core/error.h"
-#include "oal/model/converted.h"
-#include "oal/model/find_tokenizer.h"
-#include "oal/model/generate.h"
-#include "oal/model/load.h"
-#include "oal/model/stop_tokens.h"
+#include "oal/formats/converted.h"
+#include "oal/formats/find_tokenizer.h"
+#include "oal/formats/load.h"
+#include "oal/generate/generate.h"
+#include "oal/generate/stop_tokens.h"
 #include "oal/text/tokenizer.h"
+#include "weights_option.h"
 
 namespace {
 
@@ -28,23 +27,24 @@ struct GenerateArgs {
 
 void run(const GenerateArgs& a) {
   oal::check(!a.prompt.empty(), "generate", "empty --prompt; expected some text to continue");
-  auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
+  auto tok = oal::text::load_tokenizer(oal::formats::find_tokenizer(a.model, a.tokenizer));
   // load_transformer: a converted directory (oal convert / finetune) gets its hybrid
   // attention; any other model loads as load_model() does.
-  const auto model_ptr = oal::model::load_transformer(a.model, a.weights);
+  const auto model_ptr = oal::formats::load_transformer(a.model, a.weights);
   const oal::model::Transformer& model = *model_ptr;
   const std::vector<int32_t> prompt = tok->encode(a.prompt, /*add_bos=*/true);
-  oal::model::GenerateOptions o;
+  oal::generate::GenerateOptions o;
   o.max_new_tokens = a.n;
   o.sampler = {.temperature = a.temp, .top_p = a.top_p, .top_k = a.top_k, .seed = a.seed};
   if (!a.ignore_eos)
-    for (int32_t id : oal::model::default_stop_tokens(model.config(), *tok)) o.stop_tokens.push_back(id);
+    for (int32_t id : oal::generate::default_stop_tokens(model.config(), *tok))
+      o.stop_tokens.push_back(id);
 
   int32_t prev = -1;
   std::string text;
   for (int32_t id : prompt) text += tok->decode_token(prev, id), prev = id;
   if (!a.json) fmt::print("{}", text), std::fflush(stdout);
-  const auto result = oal::model::generate(model, prompt, o, [&](int32_t id) {
+  const auto result = oal::generate::generate(model, prompt, o, [&](int32_t id) {
     const std::string piece = tok->decode_token(prev, id);
     prev = id;
     text += piece;

@@ -6,11 +6,11 @@
 
 #include "command.h"
 #include "oal/core/error.h"
+#include "oal/formats/find_tokenizer.h"
+#include "oal/formats/load.h"
+#include "oal/formats/model_summary.h"
 #include "oal/io/gguf.h"
 #include "oal/io/gguf_summary.h"
-#include "oal/model/find_tokenizer.h"
-#include "oal/model/load.h"
-#include "oal/model/model_summary.h"
 
 namespace {
 
@@ -23,7 +23,7 @@ struct InfoArgs {
 // The tokenizer that generate/ppl would use, or "" when none is beside the model.
 std::string tokenizer_or_empty(const std::string& model) {
   try {
-    return oal::model::find_tokenizer(model).string();
+    return oal::formats::find_tokenizer(model).string();
   } catch (const oal::Error&) {
     return "";
   }
@@ -36,19 +36,19 @@ oal::cli::Registrar reg{
       app.add_flag("--json", a->json, "Machine-readable output");
       app.add_flag("--tensors", a->tensors, "GGUF: also list every tensor (name, type, dims, bytes)");
       return [a] {
-        const oal::model::ModelWeights w = oal::model::load_model(a->model);
+        const oal::model::ModelWeights w = oal::formats::load_model(a->model);
         const std::string tok = tokenizer_or_empty(a->model);
         std::optional<oal::io::GgufFile> gguf;
         if (oal::io::is_gguf_file(a->model)) gguf = oal::io::read_gguf(a->model);
         if (a->json) {
-          nlohmann::json j = oal::model::summary_json(w);
+          nlohmann::json j = oal::formats::summary_json(w);
           j["path"] = a->model;
           j["tokenizer"] = tok.empty() ? nlohmann::json(nullptr) : nlohmann::json(tok);
           if (gguf) j["gguf"] = oal::io::gguf_summary_json(gguf->header, a->tensors);
           fmt::print("{}\n", j.dump(2));
           return;
         }
-        fmt::print("model             {}\n{}", a->model, oal::model::describe(w));
+        fmt::print("model             {}\n{}", a->model, oal::formats::describe(w));
         fmt::print("tokenizer         {}\n", tok.empty() ? "(none found beside the model)" : tok);
         if (gguf) fmt::print("{}", oal::io::describe_gguf(gguf->header, a->tensors));
       };

@@ -5,9 +5,9 @@
 #include "calib_options.h"
 #include "command.h"
 #include "oal/calib/layer_scoring.h"
+#include "oal/formats/find_tokenizer.h"
+#include "oal/formats/load.h"
 #include "oal/io/atomic_file.h"
-#include "oal/model/find_tokenizer.h"
-#include "oal/model/load.h"
 #include "oal/text/corpus.h"
 #include "oal/text/tokenizer.h"
 #include "progress_bar.h"
@@ -22,16 +22,16 @@ struct LayerScoresArgs {
 };
 
 void run(const LayerScoresArgs& a) {
-  auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
+  auto tok = oal::text::load_tokenizer(oal::formats::find_tokenizer(a.model, a.tokenizer));
   const std::vector<int32_t> stream = tok->encode(oal::text::read_text_file(a.text), false);
-  const oal::model::Transformer model(oal::model::load_model(a.model));
-  oal::model::LayerScores s;
+  const oal::model::Transformer model(oal::formats::load_model(a.model));
+  oal::analysis::LayerScores s;
   {
     oal::cli::ProgressBar cap("capture", !a.quiet);
     s = oal::calib::score_layers(model, stream, a.ctx, oal::parse_index_list(a.blocks, "blocks"),
                                  oal::cli::parse_layers(a.layers), a.window, cap.fn());
   }
-  const nlohmann::json j = oal::model::layer_scores_to_json(s);
+  const nlohmann::json j = oal::analysis::layer_scores_to_json(s);
   if (!a.out.empty()) oal::io::write_file_atomic(a.out, j.dump(2) + "\n");
   if (a.json) {
     fmt::print("{}\n", j.dump(2));

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
-
 #include <optional>
 
 #include "calib_options.h"
@@ -15,11 +14,11 @@
 #include "oal/analysis/layer_groups.h"
 #include "oal/attention/registry.h"
 #include "oal/dist/world.h"
+#include "oal/formats/find_tokenizer.h"
+#include "oal/formats/fingerprint.h"
+#include "oal/formats/load.h"
 #include "oal/linearize/fidelity.h"
 #include "oal/linearize/pipeline.h"
-#include "oal/model/fingerprint.h"
-#include "oal/model/find_tokenizer.h"
-#include "oal/model/load.h"
 #include "oal/text/corpus.h"
 #include "oal/text/tokenizer.h"
 #include "progress_bar.h"
@@ -47,7 +46,7 @@ void run(LinearizeArgs a) {
   oal::cli::exit_if_fault_injected(world->rank());
   const bool root = world->rank() == 0;
   if (!root) a.quiet = true;
-  auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
+  auto tok = oal::text::load_tokenizer(oal::formats::find_tokenizer(a.model, a.tokenizer));
   const std::string text = oal::text::read_text_file(a.text);
   const std::vector<int32_t> stream = tok->encode(text, false);
   std::optional<std::string> prompt_text;
@@ -55,8 +54,8 @@ void run(LinearizeArgs a) {
   const oal::linearize::Splits splits = oal::linearize::make_splits(text, *tok, a.ctx, a.split.parse(), prompt_text);
   oal::linearize::PipelineOptions o;
   const oal::model::Transformer model = [&] {
-    const oal::model::ModelWeights w = oal::model::load_model(a.model);
-    o.fingerprint = oal::model::model_fingerprint(w);
+    const oal::model::ModelWeights w = oal::formats::load_model(a.model);
+    o.fingerprint = oal::formats::model_fingerprint(w);
     return oal::model::Transformer(w);
   }();
   o.model_name = a.model;

@@ -3,15 +3,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "weights_option.h"
 #include "command.h"
 #include "oal/eval/perplexity.h"
-#include "oal/model/converted.h"
-#include "oal/model/find_tokenizer.h"
-#include "oal/model/load.h"
+#include "oal/formats/converted.h"
+#include "oal/formats/find_tokenizer.h"
+#include "oal/formats/load.h"
 #include "oal/text/corpus.h"
 #include "oal/text/tokenizer.h"
 #include "progress_bar.h"
+#include "weights_option.h"
 
 namespace {
 
@@ -35,11 +35,11 @@ nlohmann::json to_json(const PplArgs& a, const oal::eval::PerplexityResult& r) {
 }
 
 void run(const PplArgs& a) {
-  auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
+  auto tok = oal::text::load_tokenizer(oal::formats::find_tokenizer(a.model, a.tokenizer));
   const std::vector<int32_t> stream = tok->encode(oal::text::read_text_file(a.text), false);
   // load_transformer: a converted directory (oal convert / finetune) gets its hybrid
   // attention; any other model loads as load_model() does.
-  const auto model_ptr = oal::model::load_transformer(a.model, a.weights);
+  const auto model_ptr = oal::formats::load_transformer(a.model, a.weights);
   const oal::model::Transformer& model = *model_ptr;
   oal::cli::ProgressBar bar("ppl", !a.quiet);
   oal::eval::PerplexityOptions o{.ctx = a.ctx, .batch = a.batch, .max_blocks = a.max_blocks,

@@ -9,16 +9,16 @@
 #include <fstream>
 #include <thread>
 
-#include "weights_option.h"
 #include "command.h"
 #include "oal/core/error.h"
-#include "oal/model/converted.h"
-#include "oal/model/find_tokenizer.h"
-#include "oal/model/stop_tokens.h"
+#include "oal/formats/converted.h"
+#include "oal/formats/find_tokenizer.h"
+#include "oal/generate/stop_tokens.h"
 #include "oal/serve/chat_format.h"
 #include "oal/serve/engine.h"
 #include "oal/serve/http_server.h"
 #include "oal/text/tokenizer.h"
+#include "weights_option.h"
 
 namespace {
 
@@ -72,8 +72,8 @@ void run(const ServeArgs& a) {
   // A client that closes its connection mid-stream must cost a failed write, not the process.
   std::signal(SIGPIPE, SIG_IGN);
 
-  auto tok = oal::text::load_tokenizer(oal::model::find_tokenizer(a.model, a.tokenizer));
-  const auto model = oal::model::load_transformer(a.model, a.weights);
+  auto tok = oal::text::load_tokenizer(oal::formats::find_tokenizer(a.model, a.tokenizer));
+  const auto model = oal::formats::load_transformer(a.model, a.weights);
   const oal::serve::ChatFormat chat = chat_format(a);
   oal::serve::ServerOptions so = a.server;
   so.model_name = a.name.empty() ? fs::path(a.model).filename().string() : a.name;
@@ -83,7 +83,8 @@ void run(const ServeArgs& a) {
   eo.store.identity = oal::serve::state_identity(*model);
   eo.log = [](const std::string& notice) { fmt::print(stderr, "oal serve: {}\n", notice); };
   oal::serve::Engine engine(*model, *tok, eo);
-  oal::serve::Server server(engine, *tok, chat, oal::model::default_stop_tokens(model->config(), *tok), so);
+  oal::serve::Server server(engine, *tok, chat,
+                            oal::generate::default_stop_tokens(model->config(), *tok), so);
   server.bind();
   if (!a.port_file.empty()) write_port_file(a.port_file, server.bound_port());
   fmt::print(stderr,

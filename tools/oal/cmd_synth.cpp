@@ -1,4 +1,4 @@
-// `oal synth`: write a synthetic HF model directory (model/synthetic.h) — a tiny one with
+// `oal synth`: write a synthetic HF model directory (fixtures/synthetic.h) — a tiny one with
 // planted outlier dimensions for tests and demos, or one with Qwen2.5-0.5B's shapes for
 // cost and speed measurements at model scale. The weights are random: such a model's
 // outputs mean nothing, only its shapes and planted dimensions do. With --gguf, the same
@@ -10,10 +10,10 @@
 
 #include "command.h"
 #include "oal/core/error.h"
+#include "oal/fixtures/synthetic.h"
+#include "oal/fixtures/synthetic_tokenizer.h"
+#include "oal/formats/gguf_export.h"
 #include "oal/io/gguf_quants.h"
-#include "oal/model/gguf_export.h"
-#include "oal/model/synthetic.h"
-#include "oal/model/synthetic_tokenizer.h"
 
 namespace {
 
@@ -25,8 +25,8 @@ struct SynthArgs {
 };
 
 void run(const SynthArgs& a) {
-  oal::model::SyntheticOptions o =
-      a.shape == "qwen2.5-0.5b" ? oal::model::qwen25_05b_shape() : oal::model::SyntheticOptions{};
+  oal::fixtures::SyntheticOptions o = a.shape == "qwen2.5-0.5b" ? oal::fixtures::qwen25_05b_shape()
+                                                                : oal::fixtures::SyntheticOptions{};
   if (a.layers > 0) o.num_layers = a.layers;
   if (a.vocab > 0) o.vocab_size = a.vocab;
   if (!a.dtype.empty()) o.dtype = a.dtype == "bf16" ? at::kBFloat16 : at::kFloat;
@@ -35,13 +35,14 @@ void run(const SynthArgs& a) {
   oal::check(a.gguf.empty() || a.shards == 1, "synth",
              "--shards {} with --gguf: a GGUF file is written whole; drop --shards", a.shards);
   if (a.gguf.empty()) {
-    oal::model::write_synthetic_model(a.out, o);
+    oal::fixtures::write_synthetic_model(a.out, o);
   } else {
     using oal::io::GgmlType;
     const GgmlType type = a.gguf == "q8_0" ? GgmlType::Q8_0 : a.gguf == "f16" ? GgmlType::F16 : GgmlType::F32;
-    const oal::model::ModelWeights w = oal::model::make_synthetic_weights(o);
-    oal::model::write_gguf_model(a.out, w, static_cast<uint32_t>(type),
-                                 oal::model::synthetic_gguf_tokenizer_metadata(w.config.vocab_size));
+    const oal::model::ModelWeights w = oal::fixtures::make_synthetic_weights(o);
+    oal::formats::write_gguf_model(
+        a.out, w, static_cast<uint32_t>(type),
+        oal::fixtures::synthetic_gguf_tokenizer_metadata(w.config.vocab_size));
   }
   const int64_t hd = o.head_dim > 0 ? o.head_dim : o.hidden_size / o.num_heads;
   if (a.json) {
@@ -53,7 +54,7 @@ void run(const SynthArgs& a) {
                                       {"head_dim", hd},
                                       {"dtype", o.dtype == at::kBFloat16 ? "bf16" : "fp32"},
                                       {"gguf", a.gguf},
-                                      {"planted_dims", oal::model::synthetic_planted_dims(o)}}
+                                      {"planted_dims", oal::fixtures::synthetic_planted_dims(o)}}
                            .dump(2));
     return;
   }

@@ -9,9 +9,9 @@
 
 #include "oal/analysis/contribution.h"
 #include "oal/analysis/gaussian_control.h"
+#include "oal/analysis/layer_selection.h"
 #include "oal/analysis/profile_stats.h"
 #include "oal/core/error.h"
-#include "oal/model/layer_selection.h"
 
 namespace oal::analysis {
 namespace {
@@ -227,7 +227,7 @@ AnalysisResult analyze_model(const model::Transformer& model, const PromptSet& p
         "{} calibration prompts; expected at least 2 for the prompt-level bootstrap",
         prompts.calibration.size());
   check(o.top_k >= 1, k_op, "top-k {}: expected >= 1", o.top_k);
-  const std::vector<int64_t> chosen = oal::model::resolve_layers(o.layers, model.num_layers());
+  const std::vector<int64_t> chosen = oal::analysis::resolve_layers(o.layers, model.num_layers());
   const std::set<int64_t> layers(chosen.begin(), chosen.end());
   auto check_len = [&](const std::vector<int32_t>& s, const char* what) {
     check(!s.empty(), k_op, "a {} prompt has no tokens", what);

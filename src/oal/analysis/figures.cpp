@@ -6,10 +6,10 @@
 #include <cmath>
 
 #include "oal/core/error.h"
-#include "oal/io/svg_bars.h"
-#include "oal/io/svg_canvas.h"
-#include "oal/io/svg_heatmap.h"
-#include "oal/io/svg_lines.h"
+#include "oal/figures/svg_bars.h"
+#include "oal/figures/svg_canvas.h"
+#include "oal/figures/svg_heatmap.h"
+#include "oal/figures/svg_lines.h"
 
 namespace oal::analysis {
 
@@ -17,11 +17,11 @@ std::string contribution_profile_svg(const LayerAnalysis& layer, const std::vect
                                      const std::string& model_name) {
   check(groups.size() == layer.heads.size(), "figures", "{} groupings for {} heads", groups.size(),
         layer.heads.size());
-  std::vector<io::BarPanel> panels;
+  std::vector<figures::BarPanel> panels;
   int64_t max_groups = 0;
   for (size_t h = 0; h < layer.heads.size(); ++h) {
     const HeadAnalysis& head = layer.heads[h];
-    io::BarPanel p;
+    figures::BarPanel p;
     p.title = fmt::format("head {} (kv {}), G = {}", head.head, head.kv_head, groups[h].num_groups());
     for (int64_t r : head.order) {
       p.values.push_back(head.score.empty() ? head.chi[r] : head.score[r]);
@@ -31,18 +31,18 @@ std::string contribution_profile_svg(const LayerAnalysis& layer, const std::vect
     max_groups = std::max(max_groups, groups[h].num_groups());
     panels.push_back(std::move(p));
   }
-  std::vector<io::LegendEntry> legend;
+  std::vector<figures::LegendEntry> legend;
   for (int64_t g = 0; g < max_groups; ++g)
     legend.push_back({g == 0 ? "group 0 (bulk)" : fmt::format("group {}", g), static_cast<int>(g)});
   const int columns = static_cast<int>(std::min<size_t>(4, panels.size()));
-  return io::bar_grid_svg(
+  return figures::bar_grid_svg(
       fmt::format("{} layer {}: contribution scores, sorted ascending", model_name, layer.layer),
       panels, columns, legend, "dimension (sorted by contribution)", "contribution score");
 }
 
 std::string activation_profile_svg(const AnalysisResult& r) {
   const std::vector<std::string> names{"Top-1", "Top-2", "Top-3", "Median"};
-  io::LinePanel panel;
+  figures::LinePanel panel;
   panel.title = "residual stream after each layer";
   panel.x_label = "layer (zero-based)";
   panel.y_label = "max |activation| per dimension";
@@ -58,12 +58,13 @@ std::string activation_profile_svg(const AnalysisResult& r) {
     }
   }
   check(!panel.series[3].x.empty(), "figures", "no layer has an activation profile");
-  return io::line_panels_svg(fmt::format("{}: layer-wise activation profile", r.model), {panel});
+  return figures::line_panels_svg(fmt::format("{}: layer-wise activation profile", r.model),
+                                  {panel});
 }
 
 std::string top_share_heatmap_svg(const AnalysisResult& r) {
   check(!r.layers.empty(), "figures", "no layers to plot");
-  io::Heatmap m;
+  figures::Heatmap m;
   m.title = fmt::format("{}: top-{} contribution share", r.model, r.top_k);
   m.x_label = "query head";
   m.y_label = "layer";
@@ -77,7 +78,7 @@ std::string top_share_heatmap_svg(const AnalysisResult& r) {
     for (const auto& h : l.heads) row.push_back(h.top_share);
     m.values.push_back(std::move(row));
   }
-  return io::heatmap_svg(m);
+  return figures::heatmap_svg(m);
 }
 
 }  // namespace oal::analysis

@@ -1,7 +1,7 @@
 #pragma once
 // The attention methods of some layers on disk: the one format a calibration run
 // (calib/run_dir.h adds its settings and fit reports) and a converted model's
-// oal_attention/ directory (model/converted.h) share, so that loading a converted model
+// oal_attention/ directory (formats/converted.h) share, so that loading a converted model
 // needs only the attention level.
 //
 //   calibration.json       the manifest, written last: format "oal-calibration", version 1,

@@ -93,23 +93,21 @@ double aten_gemm_rate(at::ScalarType dtype) {
 }
 
 double simd_gemm_rate() {
-  namespace kc = simd;
   const int64_t n = 1024;
   const at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
   at::Tensor c = at::empty({n, n});
-  const kc::GemmPolicy saved = kc::set_gemm_policy(kc::GemmPolicy::own);
+  const simd::GemmPolicy saved = simd::set_gemm_policy(simd::GemmPolicy::own);
   const double rate = rate_of(
       [&] {
-        kc::linear_f32(n, n, n, a.data_ptr<float>(), b.data_ptr<float>(), nullptr,
-                       c.data_ptr<float>());
+        simd::linear_f32(n, n, n, a.data_ptr<float>(), b.data_ptr<float>(), nullptr,
+                         c.data_ptr<float>());
       },
       2.0 * n * n * n);
-  kc::set_gemm_policy(saved);
+  simd::set_gemm_policy(saved);
   return rate;
 }
 
 std::vector<GemmShapeRate> gemm_backend_rates() {
-  namespace kc = simd;
   struct Shape {
     const char* name;
     int64_t M, N, K;
@@ -133,16 +131,15 @@ std::vector<GemmShapeRate> gemm_backend_rates() {
     };
     GemmShapeRate r;
     r.shape = sh.name;
-    r.own = with(&kc::gemm_f32_own);
-    if (kc::blas_available()) r.blas = with(&kc::gemm_f32_blas);
-    r.chosen = kc::gemm_backend_name(kc::gemm_choice(sh.M, sh.N, sh.K, a_rs, a_cs));
+    r.own = with(&simd::gemm_f32_own);
+    if (simd::blas_available()) r.blas = with(&simd::gemm_f32_blas);
+    r.chosen = simd::gemm_backend_name(simd::gemm_choice(sh.M, sh.N, sh.K, a_rs, a_cs));
     out.push_back(r);
   }
   return out;
 }
 
 double parallel_shape_rate(const GemmShape& sh) {
-  namespace kc = simd;
   ScopedSingleThreadBlas one_thread;  // as inside the kernels' work items
   const int64_t workers = at::get_num_threads();
   const double flops = 2.0 * static_cast<double>(sh.m * sh.n * sh.k);
@@ -160,8 +157,8 @@ double parallel_shape_rate(const GemmShape& sh) {
         at::parallel_for(0, workers, 1, [&](int64_t begin, int64_t end) {  // one per thread
           for (int64_t w = begin; w < end; ++w)
             for (int64_t r = 0; r < reps; ++r)
-              kc::gemm_f32(sh.m, sh.n, sh.k, a[w].data_ptr<float>(), a_rs, a_cs,
-                           b[w].data_ptr<float>(), sh.n, c[w].data_ptr<float>(), sh.n, r > 0);
+              simd::gemm_f32(sh.m, sh.n, sh.k, a[w].data_ptr<float>(), a_rs, a_cs,
+                             b[w].data_ptr<float>(), sh.n, c[w].data_ptr<float>(), sh.n, r > 0);
         });
       },
       flops * static_cast<double>(workers * reps));

@@ -23,15 +23,13 @@
 namespace oal::bench {
 namespace {
 
-namespace kc = oal::simd;
-
 int64_t elem_bytes(at::ScalarType t) { return static_cast<int64_t>(c10::elementSize(t)); }
 
 double scale_of(const BenchShape& s) { return 1.0 / std::sqrt(static_cast<double>(s.dim)); }
 
 // The kernels' view of the benchmarked shape with q_len queries after k_len keys.
-kc::AttentionDims dims_of(const BenchShape& s, int64_t q_len, int64_t k_len) {
-  kc::AttentionDims d;
+simd::AttentionDims dims_of(const BenchShape& s, int64_t q_len, int64_t k_len) {
+  simd::AttentionDims d;
   d.batch = s.batch;
   d.q_heads = s.q_heads;
   d.kv_heads = s.kv_heads;
@@ -101,8 +99,8 @@ BenchMethod softmax_common(const BenchShape& s, std::string name) {
 // scores rows x keys x D and their product with V, rows x Dv x keys, for every visible
 // query-key pair (the FLOP model's split between D and Dv).
 std::vector<GemmWork> flash_prefill_gemms(const BenchShape& s, int64_t n) {
-  const kc::FlashOptions f;
-  const kc::FlashTiling t = kc::flash_tiling(dims_of(s, n, n), f);
+  const simd::FlashOptions f;
+  const simd::FlashTiling t = simd::flash_tiling(dims_of(s, n, n), f);
   const int64_t rows = t.block * t.heads, keys = std::min(f.k_block, n);
   const double per_dim = softmax_prefill_flops(s, n) / (2.0 * s.dim + 2.0 * s.value_dim);
   return {{{rows, keys, s.dim}, 2.0 * s.dim * per_dim},
@@ -190,7 +188,7 @@ BenchMethod softmax_torch(const BenchShape& s) {
 // (features transposed x values, K = chunk) and the intra-chunk scores and products
 // (counted at full head dim; the kernel splits the scores by group).
 std::vector<GemmWork> oal_prefill_gemms(const BenchShape& s, int64_t n) {
-  const int64_t C = std::min(s.chunk, n), df = kc::oal_feature_dim(s.dim);
+  const int64_t C = std::min(s.chunk, n), df = simd::oal_feature_dim(s.dim);
   const double T = static_cast<double>(n), dv1 = s.value_dim + 1.0;
   double pairs = 0;  // intra-chunk (query, key) pairs per head
   for (int64_t c0 = 0; c0 < n; c0 += s.chunk) pairs += std::pow(std::min(s.chunk, n - c0), 2.0);
@@ -209,11 +207,11 @@ BenchMethod quadratic_method(const BenchShape& s, std::string name, int64_t grou
   // The layer's fp32 plan is built once (cached by the method), as in App. E.
   attach_method(m, std::make_shared<attn::QuadraticAttention>(bench_kernels(s, groups), options), s,
                 true);
-  m.prefill_flops = [s](int64_t n) { return kc::oal_prefill_flops(dims_of(s, n, n), s.chunk); };
+  m.prefill_flops = [s](int64_t n) { return simd::oal_prefill_flops(dims_of(s, n, n), s.chunk); };
   m.prefill_gemms = [s](int64_t n) { return oal_prefill_gemms(s, n); };
   m.decode_flops = [s](int64_t) { return oal_decode_flops(s); };
   m.state_bytes = [s](int64_t, at::ScalarType) {
-    return s.batch * s.kv_heads * kc::oal_feature_dim(s.dim) * (s.value_dim + 1) *
+    return s.batch * s.kv_heads * simd::oal_feature_dim(s.dim) * (s.value_dim + 1) *
            static_cast<int64_t>(sizeof(float));
   };
   return m;
@@ -240,8 +238,8 @@ BenchMethod windowed_method(const BenchShape& s, const std::string& name) {
     const int64_t rows = std::min(n, s.window.sinks + s.window.recent);
     // Rows are kept in the compute dtype: fp32 for fp32 and bf16 inputs.
     const int64_t kv = s.batch * s.kv_heads * rows * (s.dim + s.value_dim) * int64_t(sizeof(float));
-    const int64_t hd = base ? s.batch * s.kv_heads * kc::oal_feature_dim(s.dim) * (s.value_dim + 1) *
-                                  int64_t(sizeof(float))
+    const int64_t hd = base ? s.batch * s.kv_heads * simd::oal_feature_dim(s.dim) *
+                                  (s.value_dim + 1) * int64_t(sizeof(float))
                             : 0;
     (void)t;
     return kv + hd;

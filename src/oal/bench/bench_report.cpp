@@ -7,7 +7,7 @@
 
 #include "oal/bench/bench.h"
 #include "oal/core/error.h"
-#include "oal/io/svg_lines.h"
+#include "oal/figures/svg_lines.h"
 
 namespace oal::bench {
 
@@ -146,10 +146,11 @@ std::string bench_json(const BenchReport& r) {
 }
 
 std::string bench_svg(const BenchReport& r) {
-  io::LinePanel time{"Prefill runtime", "sequence length N", "ms", true, true, {}};
-  io::LinePanel mem{"Prefill peak extra memory", "sequence length N", "MB", true, true, {}};
-  io::LinePanel dec{"Decode latency per token", "context length", "ms / token", true, true, {}};
-  auto series_in = [](io::LinePanel& p, const std::string& name) -> io::LineSeries& {
+  figures::LinePanel time{"Prefill runtime", "sequence length N", "ms", true, true, {}};
+  figures::LinePanel mem{"Prefill peak extra memory", "sequence length N", "MB", true, true, {}};
+  figures::LinePanel dec{
+      "Decode latency per token", "context length", "ms / token", true, true, {}};
+  auto series_in = [](figures::LinePanel& p, const std::string& name) -> figures::LineSeries& {
     for (auto& s : p.series)
       if (s.name == name) return s;
     p.series.push_back({name, {}, {}});
@@ -172,14 +173,14 @@ std::string bench_svg(const BenchReport& r) {
       d.y.push_back(row.ms_median);
     }
   }
-  std::vector<io::LinePanel> panels;
+  std::vector<figures::LinePanel> panels;
   for (auto* p : {&time, &mem, &dec})
     if (!p->series.empty()) panels.push_back(*p);
   check(!panels.empty(), "bench", "nothing measured to plot");
   const auto& s = r.config.shape;
-  return io::line_panels_svg(
-      fmt::format("Causal attention on CPU ({}, {} threads): B={} Hq={} Hkv={} d={}",
-                  r.machine.cpu, r.machine.threads, s.batch, s.q_heads, s.kv_heads, s.dim),
+  return figures::line_panels_svg(
+      fmt::format("Causal attention on CPU ({}, {} threads): B={} Hq={} Hkv={} d={}", r.machine.cpu,
+                  r.machine.threads, s.batch, s.q_heads, s.kv_heads, s.dim),
       panels);
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // `oal bench --model`: what a user of a whole model feels, side by side — prefill
 // tokens/s and per-token decode latency of the original (softmax) model, the model with
-// every layer converted to OAL, and the paper-range hybrid (model/hybrid.h), at several
+// every layer converted to OAL, and the paper-range hybrid (adapt/hybrid.h), at several
 // contexts, with peak memory. Attention goes through the same entry points the model
 // always runs (SoftmaxAttention / QuadraticAttention and their decoders).
 //
@@ -34,7 +34,7 @@ struct ModelBenchConfig {
   std::vector<std::string> variants = {attn::names::softmax, attn::names::oal, "hybrid"};
   std::vector<int64_t> prefill_lengths = {1024, 4096};
   std::vector<int64_t> decode_contexts = {1024, 4096, 16384, 32768};
-  std::string hybrid_layers = "default";  // model/hybrid.h range syntax
+  std::string hybrid_layers = "default";  // adapt/hybrid.h range syntax
   int repeats = 2, warmup = 1, decode_steps = 8;
   int64_t chunk = 64, groups = 3;  // OAL layers: chunk size, groups per head
   attn::Window window{};           // set: the OAL layers run beside this exact window

@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <set>
 
+#include "oal/adapt/hybrid.h"
 #include "oal/attention/method_names.h"
 #include "oal/attention/oal/oal_method.h"
 #include "oal/attention/softmax/softmax_method.h"
 #include "oal/attention/windowed/windowed_attention.h"
 #include "oal/bench/bench_methods.h"
 #include "oal/core/error.h"
-#include "oal/model/hybrid.h"
 
 namespace oal::bench {
 
@@ -21,7 +21,7 @@ std::vector<int64_t> variant_layers(const std::string& variant, const std::strin
   std::vector<int64_t> all(static_cast<size_t>(num_layers));
   for (int64_t l = 0; l < num_layers; ++l) all[static_cast<size_t>(l)] = l;
   if (variant == attn::names::oal) return all;
-  if (variant == "hybrid") return model::parse_converted_layers(range, num_layers);
+  if (variant == "hybrid") return adapt::parse_converted_layers(range, num_layers);
   fail("bench", "unknown model variant '{}': expected {}, {} or hybrid", variant,
        attn::names::softmax, attn::names::oal);
 }

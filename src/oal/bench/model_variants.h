@@ -1,7 +1,7 @@
 #pragma once
 // The model variants the whole-model benchmarks compare (`oal bench --model`, with or
 // without --train): "softmax" (the original), "oal" (every layer converted) and "hybrid"
-// (the layers of a range, model/hybrid.h). Converted layers get OAL with synthetic
+// (the layers of a range, adapt/hybrid.h). Converted layers get OAL with synthetic
 // kernels (bench_methods.h bench_kernels: speed does not depend on fitted values),
 // beside an exact window when one is set.
 #include <cstdint>

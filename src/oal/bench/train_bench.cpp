@@ -100,7 +100,7 @@ TrainBenchReport run_train_bench(model::Transformer& model, const std::string& d
   const int64_t total = static_cast<int64_t>(cfg.variants.size() * cfg.contexts.size()) *
                         (cfg.warmup + cfg.repeats);
   int64_t done = 0;
-  auto lora = model::LoraAdapters::attach(model, cfg.lora, cfg.seed);
+  auto lora = adapt::LoraAdapters::attach(model, cfg.lora, cfg.seed);
   rep.lora_parameters = lora.num_parameters();
   lora.set_training(true);
   try {
@@ -120,11 +120,11 @@ TrainBenchReport run_train_bench(model::Transformer& model, const std::string& d
       });
     }
   } catch (...) {
-    model::LoraAdapters::detach(model);
+    adapt::LoraAdapters::detach(model);
     apply_variant(model, {}, setup);
     throw;
   }
-  model::LoraAdapters::detach(model);
+  adapt::LoraAdapters::detach(model);
   apply_variant(model, {}, setup);
   return rep;
 }

@@ -15,22 +15,22 @@
 #include <string>
 #include <vector>
 
+#include "oal/adapt/lora.h"
 #include "oal/attention/windowed/window.h"
 #include "oal/core/machine.h"
 #include "oal/core/progress.h"
-#include "oal/model/lora.h"
 #include "oal/model/transformer.h"
 
 namespace oal::bench {
 
 struct TrainBenchConfig {
   std::vector<std::string> variants = {"softmax", "hybrid"};
-  std::string hybrid_layers = "default";  // model/hybrid.h range syntax
+  std::string hybrid_layers = "default";  // adapt/hybrid.h range syntax
   attn::Window window{};                  // set: the converted layers are windowed
   int64_t chunk = 64, groups = 3;         // OAL layers
   std::vector<int64_t> contexts = {512, 1024, 2048, 4096};  // tokens per block
   int repeats = 3, warmup = 1;
-  model::LoraConfig lora{};
+  adapt::LoraConfig lora{};
   bool train_kernel = true;
   uint64_t seed = 0;
 };

@@ -2,9 +2,9 @@
 
 #include <chrono>
 
+#include "oal/analysis/layer_selection.h"
 #include "oal/calib/layer_data.h"
 #include "oal/calib/shared_capture.h"
-#include "oal/model/layer_selection.h"
 
 namespace oal::calib {
 
@@ -13,7 +13,8 @@ CalibrationResult calibrate_model(const model::Transformer& model,
                                   const attn::ModelKernels* groups,
                                   const ModelCalibrationOptions& options) {
   SplitBlocks blocks = split_blocks(stream, options.ctx, options.split);
-  const std::vector<int64_t> layers = oal::model::resolve_layers(options.layers, model.num_layers());
+  const std::vector<int64_t> layers =
+      oal::analysis::resolve_layers(options.layers, model.num_layers());
   const auto world = options.calibration.world ? options.calibration.world : dist::single_process();
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<LayerFitInput> inputs = shared_fit_inputs(model, blocks.train, blocks.val, layers,

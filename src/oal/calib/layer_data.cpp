@@ -12,7 +12,7 @@ at::Tensor select_blocks(const at::Tensor& all, const std::vector<int64_t>& idx)
   return all.index_select(0, at::tensor(idx, at::kLong)).contiguous();
 }
 
-at::Tensor softmax_targets(const model::LayerCapture& c) {
+at::Tensor softmax_targets(const analysis::LayerCapture& c) {
   at::NoGradGuard g;
   return attn::SoftmaxAttention().forward(c.q, c.k, c.v);
 }
@@ -28,20 +28,20 @@ SplitBlocks split_blocks(const std::vector<int32_t>& stream, int64_t ctx, const 
           select_blocks(all, split.eval)};
 }
 
-std::map<int64_t, model::LayerCapture> capture_qkv(const model::Transformer& model,
-                                                   const at::Tensor& tokens,
-                                                   const std::vector<int64_t>& layers,
-                                                   const ProgressFn& progress) {
-  model::CaptureOptions o;
+std::map<int64_t, analysis::LayerCapture> capture_qkv(const model::Transformer& model,
+                                                      const at::Tensor& tokens,
+                                                      const std::vector<int64_t>& layers,
+                                                      const ProgressFn& progress) {
+  analysis::CaptureOptions o;
   o.layers = layers;
   o.head_out = false;
   o.resid = false;
   o.progress = progress;
-  return model::capture(model, tokens, o).layers;
+  return analysis::capture(model, tokens, o).layers;
 }
 
-std::vector<LayerFitInput> fit_inputs(const std::map<int64_t, model::LayerCapture>& train,
-                                      const std::map<int64_t, model::LayerCapture>& val) {
+std::vector<LayerFitInput> fit_inputs(const std::map<int64_t, analysis::LayerCapture>& train,
+                                      const std::map<int64_t, analysis::LayerCapture>& val) {
   std::vector<LayerFitInput> out;
   for (const auto& [layer, tr] : train) {
     auto it = val.find(layer);

@@ -8,10 +8,10 @@
 #include <map>
 #include <vector>
 
+#include "oal/analysis/capture.h"
 #include "oal/calib/block_split.h"
 #include "oal/calib/calibrate.h"
 #include "oal/core/progress.h"
-#include "oal/model/capture.h"
 #include "oal/model/transformer.h"
 
 namespace oal::calib {
@@ -24,13 +24,13 @@ struct SplitBlocks {
 SplitBlocks split_blocks(const std::vector<int32_t>& stream, int64_t ctx, const BlockSplit& split);
 
 // q, k, v (and W_o) of `layers` for the blocks `tokens` [n, T] (one sequence per forward).
-std::map<int64_t, model::LayerCapture> capture_qkv(const model::Transformer& model,
-                                                   const at::Tensor& tokens,
-                                                   const std::vector<int64_t>& layers,
-                                                   const ProgressFn& progress = {});
+std::map<int64_t, analysis::LayerCapture> capture_qkv(const model::Transformer& model,
+                                                      const at::Tensor& tokens,
+                                                      const std::vector<int64_t>& layers,
+                                                      const ProgressFn& progress = {});
 
 // Softmax targets for the captured train/validation tensors of every layer.
-std::vector<LayerFitInput> fit_inputs(const std::map<int64_t, model::LayerCapture>& train,
-                                      const std::map<int64_t, model::LayerCapture>& val);
+std::vector<LayerFitInput> fit_inputs(const std::map<int64_t, analysis::LayerCapture>& train,
+                                      const std::map<int64_t, analysis::LayerCapture>& val);
 
 }  // namespace oal::calib

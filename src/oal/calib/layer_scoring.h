@@ -1,13 +1,13 @@
 #pragma once
 // `oal layer-scores`: the softmax weight every layer's heads put beyond their sinks and
 // recent window (attention/windowed/window_mass.h), on real blocks of a token stream:
-// what `oal convert --layers auto:K` ranks layers by (model/layer_scores.h).
+// what `oal convert --layers auto:K` ranks layers by (analysis/layer_scores.h).
 #include <cstdint>
 #include <vector>
 
+#include "oal/analysis/layer_scores.h"
 #include "oal/attention/windowed/window.h"
 #include "oal/core/progress.h"
-#include "oal/model/layer_scores.h"
 #include "oal/model/transformer.h"
 
 namespace oal::calib {
@@ -16,9 +16,10 @@ namespace oal::calib {
 // `stream` (block b = tokens [b·ctx, (b+1)·ctx)). Progress: ("sequences") of the capture.
 // Throws oal::Error("layer_scores") when a block lies past the stream or the window is
 // invalid.
-model::LayerScores score_layers(const model::Transformer& model, const std::vector<int32_t>& stream,
-                                int64_t ctx, const std::vector<int64_t>& blocks,
-                                const std::vector<int64_t>& layers, const attn::Window& window,
-                                const ProgressFn& progress = {});
+analysis::LayerScores score_layers(const model::Transformer& model,
+                                   const std::vector<int32_t>& stream, int64_t ctx,
+                                   const std::vector<int64_t>& blocks,
+                                   const std::vector<int64_t>& layers, const attn::Window& window,
+                                   const ProgressFn& progress = {});
 
 }  // namespace oal::calib

@@ -32,7 +32,7 @@ struct RunInfo {
   std::string model, text;
   int64_t ctx = 0;
   BlockSplit split;
-  std::string fingerprint;  // model_fingerprint() of the model (model/fingerprint.h)
+  std::string fingerprint;     // model_fingerprint() of the model (formats/fingerprint.h)
   std::optional<Shard> shard;  // written as calibration.json "shard" for partial runs
 };
 

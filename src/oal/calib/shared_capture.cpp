@@ -13,7 +13,7 @@ namespace {
 constexpr const char* k_op = "shared capture";
 
 // The softmax outputs a fit is matched against, for captured q, k, v.
-at::Tensor softmax_targets(const model::LayerCapture& c) {
+at::Tensor softmax_targets(const analysis::LayerCapture& c) {
   at::NoGradGuard g;
   return attn::SoftmaxAttention().forward(c.q, c.k, c.v);
 }

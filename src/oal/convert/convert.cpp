@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-
 #include <fstream>
 #include <sstream>
 
@@ -12,12 +11,12 @@
 #include "oal/attention/registry.h"
 #include "oal/attention/windowed/windowed_attention.h"
 #include "oal/core/error.h"
+#include "oal/formats/converted.h"
+#include "oal/formats/fingerprint.h"
+#include "oal/formats/hf_config.h"
 #include "oal/io/atomic_file.h"
 #include "oal/io/gguf.h"
 #include "oal/io/safetensors.h"
-#include "oal/model/converted.h"
-#include "oal/model/fingerprint.h"
-#include "oal/model/hf_config.h"
 #include "oal/text/gguf_tokenizer.h"
 
 namespace oal::convert {
@@ -101,7 +100,7 @@ std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> methods_from_calibrati
         "--sinks/--window ask for {} but the calibration run {} was fitted with {}: calibrate "
         "with the same --sinks and --window",
         window.describe(), calib_dir.string(), run.window.describe());
-  model::validate_stored_methods(run, weights, method, layers);
+  formats::validate_stored_methods(run, weights, method, layers);
   for (const auto& lm : run.layers) {
     if (std::find(layers.begin(), layers.end(), lm.layer) == layers.end()) continue;
     std::shared_ptr<attn::AttentionMethod> m =
@@ -151,8 +150,9 @@ void export_converted(const fs::path& out, const model::ModelWeights& weights,
       store.layers.push_back({l, {{method, m}}});
     }
     if (!kernels.layers.empty()) store.kernels[method] = kernels;
-    store.meta = {{"model", source_model}, {"model_fingerprint", model::model_fingerprint(weights)}};
-    attn::write_method_store(out / model::k_converted_attention_dir, store);
+    store.meta = {{"model", source_model},
+                  {"model_fingerprint", formats::model_fingerprint(weights)}};
+    attn::write_method_store(out / formats::k_converted_attention_dir, store);
   }
   // A GGUF source keeps only its tokenizer metadata (not a copy of its weights).
   if (!tokenizer.empty() && io::is_gguf_file(tokenizer))
@@ -165,11 +165,15 @@ void export_converted(const fs::path& out, const model::ModelWeights& weights,
     cfg.rope_style = model::RopeStyle::half;  // written as half + the marker below
     extra["oal_rope_style"] = "adjacent";
   }
-  extra[model::k_conversion_marker] = {{"format", "oal-converted"}, {"version", 1},       {"method", method},
-                     {"layers", layers},         {"source_model", source_model},
-                     {"model_fingerprint", model::model_fingerprint(weights)}};
+  extra[formats::k_conversion_marker] = {
+      {"format", "oal-converted"},
+      {"version", 1},
+      {"method", method},
+      {"layers", layers},
+      {"source_model", source_model},
+      {"model_fingerprint", formats::model_fingerprint(weights)}};
   // config.json last: a directory without it is not mistaken for a finished export.
-  model::write_hf_config(out / "config.json", cfg, extra);
+  formats::write_hf_config(out / "config.json", cfg, extra);
 }
 
 }  // namespace oal::convert

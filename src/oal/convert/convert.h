@@ -1,6 +1,6 @@
 #pragma once
 // Converting a model: hybrid attention from a calibration run, and the export of
-// converted-model directories (their layout and loader: model/converted.h).
+// converted-model directories (their layout and loader: formats/converted.h).
 #include <cstdint>
 #include <filesystem>
 #include <map>

@@ -2,11 +2,11 @@
 
 #include <fmt/format.h>
 
+#include "oal/adapt/hybrid.h"
+#include "oal/analysis/layer_scores.h"
 #include "oal/core/error.h"
-#include "oal/model/find_tokenizer.h"
-#include "oal/model/hybrid.h"
-#include "oal/model/layer_scores.h"
-#include "oal/model/load.h"
+#include "oal/formats/find_tokenizer.h"
+#include "oal/formats/load.h"
 
 namespace oal::convert {
 namespace fs = std::filesystem;
@@ -26,14 +26,14 @@ void plan_auto_layers(const ConvertOptions& o, int64_t num_layers, ConversionPla
   }
   check(!o.layer_scores.empty(), "convert",
         "--layers {} needs --layer-scores FILE (written by `oal layer-scores --out FILE`)", o.layers);
-  const model::LayerScores s = model::read_layer_scores(o.layer_scores);
+  const analysis::LayerScores s = analysis::read_layer_scores(o.layer_scores);
   check(o.window.none() || o.window == s.window, "convert",
         "{} scored layers beside {} but --sinks/--window ask for {}", o.layer_scores.string(),
         s.window.describe(), o.window.describe());
   for (const auto& l : s.layers)
     check(l.layer < num_layers, "convert", "{} scores layer {}: the model has {} layers",
           o.layer_scores.string(), l.layer, num_layers);
-  p.layers = model::least_window_mass_layers(s, k);
+  p.layers = analysis::least_window_mass_layers(s, k);
   p.range_rule = fmt::format("auto: the {} of {} scored layers with the least softmax weight beyond {} ({})",
                              k, s.layers.size(), s.window.describe(), o.layer_scores.string());
 }
@@ -48,22 +48,22 @@ ConversionPlan plan_conversion(const ConvertOptions& o, int64_t num_layers) {
     plan_auto_layers(o, num_layers, p);
     return p;
   }
-  p.layers = model::parse_converted_layers(o.layers, num_layers);
+  p.layers = adapt::parse_converted_layers(o.layers, num_layers);
   p.range_rule = o.layers.empty() || o.layers == "default"
-                     ? model::default_range_rule(num_layers)
+                     ? adapt::default_range_rule(num_layers)
                      : fmt::format("explicit: --layers {} of {}", o.layers, num_layers);
   return p;
 }
 
 ConvertResult run_convert(const ConvertOptions& o) {
   check(!o.out.empty(), "convert", "no output directory given (--out)");
-  model::ModelWeights w = model::load_model(o.model);
+  model::ModelWeights w = formats::load_model(o.model);
   const ConversionPlan plan = plan_conversion(o, w.config.num_layers);
   const auto& layers = plan.layers;
   auto methods = methods_from_calibration(o.calib, w, o.method, layers, false, o.init, o.window);
-  const fs::path tok = model::find_tokenizer(o.model, o.tokenizer);
+  const fs::path tok = formats::find_tokenizer(o.model, o.tokenizer);
   model::Transformer t(w);
-  model::apply_hybrid(t, methods);
+  adapt::apply_hybrid(t, methods);
   export_converted(o.out, w, t, o.method, layers, o.model, tok);
   return {layers, o.method, o.out, plan};
 }

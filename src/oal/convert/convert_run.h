@@ -1,5 +1,5 @@
 #pragma once
-// `oal convert` end to end: choose the converted layers (model/hybrid.h rule or a list),
+// `oal convert` end to end: choose the converted layers (adapt/hybrid.h rule or a list),
 // build their methods from a calibration run, export a converted directory (convert.h).
 #include <cstdint>
 #include <filesystem>
@@ -15,7 +15,7 @@ struct ConvertOptions {
   std::string model;                 // source model path
   std::filesystem::path calib;       // calibration run directory (not for "softmax")
   std::string method = attn::names::oal;  // a registered method (attention/registry.h)
-  // "default" (model/hybrid.h rule), an index list ("1-3"), or "auto:K": the K layers
+  // "default" (adapt/hybrid.h rule), an index list ("1-3"), or "auto:K": the K layers
   // whose heads put the least softmax weight beyond the window (`layer_scores`).
   std::string layers = "default";
   std::filesystem::path layer_scores;  // `oal layer-scores --out` JSON, for "auto:K"

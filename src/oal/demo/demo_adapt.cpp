@@ -9,12 +9,12 @@
 #include <cmath>
 #include <filesystem>
 
+#include "oal/adapt/hybrid.h"
+#include "oal/adapt/lora.h"
 #include "oal/attention/oal/oal_method.h"
 #include "oal/convert/convert.h"
 #include "oal/core/error.h"
-#include "oal/model/hybrid.h"
-#include "oal/model/lora.h"
-#include "oal/model/synthetic.h"
+#include "oal/fixtures/synthetic.h"
 #include "oal/train/finetune.h"
 
 namespace oal::demo {
@@ -48,24 +48,24 @@ std::shared_ptr<attn::QuadraticAttention> planted_oal(const model::ModelConfig& 
 }  // namespace
 
 DemoSection adapt_demo(const AdaptDemoOptions& o, const ProgressFn& progress) {
-  model::SyntheticOptions so;
+  fixtures::SyntheticOptions so;
   so.num_layers = o.layers;
   so.num_heads = o.heads;
   so.num_kv_heads = o.kv_heads;
   so.hidden_size = o.hidden;
   so.intermediate_size = 2 * o.hidden;
   so.seed = o.seed;
-  const model::ModelWeights w = model::make_synthetic_weights(so);
-  const auto planted = model::synthetic_planted_dims(so);
+  const model::ModelWeights w = fixtures::make_synthetic_weights(so);
+  const auto planted = fixtures::synthetic_planted_dims(so);
   const auto& cfg = w.config;
   const train::FinetuneData data{pattern_blocks(o.train_blocks, o.ctx, cfg.vocab_size, o.seed + 1),
                           pattern_blocks(o.val_blocks, o.ctx, cfg.vocab_size, o.seed + 2)};
 
   const double softmax_nll = train::mean_block_nll(model::Transformer(w), data.val);
   model::Transformer m(w);
-  const auto layers = model::default_converted_layers(cfg.num_layers);
+  const auto layers = adapt::default_converted_layers(cfg.num_layers);
   for (int64_t l : layers) m.set_attention(l, planted_oal(cfg, planted.at(size_t(l))));
-  auto lora = model::LoraAdapters::attach(m, {}, o.seed);
+  auto lora = adapt::LoraAdapters::attach(m, {}, o.seed);
   train::FinetuneOptions fo;
   fo.steps = o.steps;
   fo.eval_every = std::max<int64_t>(1, o.steps / 4);
@@ -86,9 +86,9 @@ DemoSection adapt_demo(const AdaptDemoOptions& o, const ProgressFn& progress) {
   at::NoGradGuard no_grad;
   auto states = m.new_states(1);
   m.extend_hidden(data.val.narrow(0, 0, 1).narrow(1, 0, o.ctx / 4), states);
-  const auto short_bytes = model::layer_state_bytes(m, states);
+  const auto short_bytes = adapt::layer_state_bytes(m, states);
   m.extend_hidden(data.val.narrow(0, 0, 1).narrow(1, o.ctx / 4, o.ctx - o.ctx / 4), states);
-  const auto long_bytes = model::layer_state_bytes(m, states);
+  const auto long_bytes = adapt::layer_state_bytes(m, states);
 
   DemoSection s;
   s.title = "Conversion and LoRA adaptation (synthetic model)";

@@ -1,6 +1,6 @@
 #pragma once
 // A section of `oal demo`: convert the middle layers of a small synthetic model (planted
-// outlier q/k dimensions, model/synthetic.h) to OAL — groups {bulk, planted dims},
+// outlier q/k dimensions, fixtures/synthetic.h) to OAL — groups {bulk, planted dims},
 // Taylor-initialised kernels — then adapt it briefly with LoRA + kernel training and
 // show validation NLL (softmax model, converted, converted + LoRA) and the per-layer
 // decode memory after short and long contexts (KV caches grow, HD states do not).

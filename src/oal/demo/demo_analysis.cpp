@@ -7,7 +7,7 @@
 
 #include "oal/analysis/analyze.h"
 #include "oal/analysis/layer_groups.h"
-#include "oal/model/synthetic.h"
+#include "oal/fixtures/synthetic.h"
 #include "oal/model/transformer.h"
 
 namespace oal::demo {
@@ -31,7 +31,7 @@ std::vector<std::vector<int32_t>> random_prompts(int64_t count, int64_t vocab, u
 }  // namespace
 
 DemoSection analysis_demo(const AnalysisDemoOptions& o, const ProgressFn& progress) {
-  model::SyntheticOptions so;
+  fixtures::SyntheticOptions so;
   so.hidden_size = o.hidden;
   so.intermediate_size = 2 * o.hidden;
   so.num_layers = o.layers;
@@ -41,8 +41,8 @@ DemoSection analysis_demo(const AnalysisDemoOptions& o, const ProgressFn& progre
   so.planted_pairs = o.planted_pairs;
   so.planted_scale = o.planted_scale;
   so.seed = o.seed;
-  const model::Transformer model(model::make_synthetic_weights(so));
-  const auto planted = model::synthetic_planted_dims(so);
+  const model::Transformer model(fixtures::make_synthetic_weights(so));
+  const auto planted = fixtures::synthetic_planted_dims(so);
   const int64_t vocab = model.config().vocab_size;
 
   analysis::PromptSet prompts;

@@ -1,6 +1,6 @@
 #pragma once
 // A section of `oal demo`: the contribution analysis and App. B grouping of a small
-// synthetic model with planted outlier query/key dimensions (model/synthetic.h) — per
+// synthetic model with planted outlier query/key dimensions (fixtures/synthetic.h) — per
 // head, its top dimensions by χ, top-k share against the Gaussian control, held-out
 // stability, the groups found and whether the planted dimensions left the bulk.
 #include <cstdint>

@@ -5,15 +5,15 @@
 #include "oal/analysis/chi_statistic.h"
 #include "oal/analysis/contribution.h"
 #include "oal/analysis/grouping.h"
+#include "oal/analysis/layer_selection.h"
 #include "oal/attention/registry.h"
-#include "oal/calib/layer_data.h"
 #include "oal/calib/calibrate_model.h"
+#include "oal/calib/layer_data.h"
+#include "oal/formats/find_tokenizer.h"
+#include "oal/formats/load.h"
 #include "oal/linearize/fidelity_run.h"
-#include "oal/model/find_tokenizer.h"
-#include "oal/model/load.h"
 #include "oal/text/corpus.h"
 #include "oal/text/tokenizer.h"
-#include "oal/model/layer_selection.h"
 
 namespace oal::demo {
 namespace {
@@ -23,7 +23,7 @@ namespace {
 attn::ModelKernels budget_groups(const model::Transformer& m, const at::Tensor& tokens,
                                  int64_t budget, analysis::ChiStatistic chi) {
   attn::ModelKernels out;
-  auto caps = calib::capture_qkv(m, tokens, model::resolve_layers({}, m.num_layers()));
+  auto caps = calib::capture_qkv(m, tokens, analysis::resolve_layers({}, m.num_layers()));
   for (const auto& [l, c] : caps) {
     const at::Tensor signed_rows = analysis::contribution_scores(c.q, c.k);  // [B, Hq, D]
     const at::Tensor mag_rows = analysis::contribution_magnitudes(c.q, c.k);  // [B, Hq, D]
@@ -53,9 +53,9 @@ void put_fidelity_table(const linearize::FidelityResult& f, DemoSection& s) {
 }
 
 DemoSection fidelity_demo(const FidelityDemoOptions& o, const ProgressFn& progress) {
-  auto tok = text::load_tokenizer(model::find_tokenizer(o.model, o.tokenizer));
+  auto tok = text::load_tokenizer(formats::find_tokenizer(o.model, o.tokenizer));
   const std::vector<int32_t> stream = tok->encode(text::read_text_file(o.text), false);
-  const model::Transformer m(model::load_model(o.model));
+  const model::Transformer m(formats::load_model(o.model));
   calib::ModelCalibrationOptions co;
   co.ctx = o.ctx;
   co.calibration.methods = attn::method_names(attn::Window{});

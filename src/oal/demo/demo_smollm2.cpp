@@ -2,18 +2,17 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-
 #include <unistd.h>
 
 #include <filesystem>
 
+#include "oal/adapt/hybrid.h"
 #include "oal/attention/method_names.h"
 #include "oal/attention/registry.h"
 #include "oal/demo/demo_fidelity.h"
+#include "oal/formats/load.h"
+#include "oal/generate/generate.h"
 #include "oal/linearize/pipeline.h"
-#include "oal/model/generate.h"
-#include "oal/model/hybrid.h"
-#include "oal/model/load.h"
 #include "oal/text/corpus.h"
 #include "oal/text/tokenizer.h"
 
@@ -30,9 +29,9 @@ calib::BlockSplit small_split() {
 }
 
 std::string continuation(const model::Transformer& m, const text::Tokenizer& tok, const SmolLM2DemoOptions& o) {
-  model::GenerateOptions g;
+  generate::GenerateOptions g;
   g.max_new_tokens = o.new_tokens;
-  const auto r = model::generate(m, tok.encode(o.prompt, true), g);
+  const auto r = generate::generate(m, tok.encode(o.prompt, true), g);
   return tok.decode(r.tokens);
 }
 
@@ -47,7 +46,7 @@ std::string top_dims(const analysis::AnalysisResult& a, int64_t head) {
 }  // namespace
 
 DemoSection smollm2_demo(const SmolLM2DemoOptions& o, const ProgressFn& progress) {
-  const model::ModelWeights weights = model::load_model(o.model);
+  const model::ModelWeights weights = formats::load_model(o.model);
   const auto tok = text::load_tokenizer(o.model);
   const std::string text = text::read_text_file(o.text);
   const std::vector<int32_t> stream = tok->encode(text, false);
@@ -66,7 +65,7 @@ DemoSection smollm2_demo(const SmolLM2DemoOptions& o, const ProgressFn& progress
       linearize::run_pipeline(original, stream, *tok, splits, po, dir, {{}, {}, {}, progress, {}, {}});
   std::filesystem::remove_all(dir);
   model::Transformer hybrid(weights);
-  model::apply_hybrid(hybrid, {{o.layer, r.calibration.layers.at(0).methods.at(attn::names::oal)}});
+  adapt::apply_hybrid(hybrid, {{o.layer, r.calibration.layers.at(0).methods.at(attn::names::oal)}});
 
   DemoSection s;
   s.title = "A real model: SmolLM2-135M (GGUF Q4_1, head_dim 64)";

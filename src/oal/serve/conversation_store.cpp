@@ -8,7 +8,7 @@
 
 #include "oal/core/error.h"
 #include "oal/core/fnv1a.h"
-#include "oal/model/fingerprint.h"
+#include "oal/formats/fingerprint.h"
 #include "oal/serve/state_file.h"
 
 namespace oal::serve {
@@ -29,7 +29,8 @@ bool continues(const std::vector<int32_t>& prefix, const std::vector<int32_t>& t
 std::string state_identity(const model::Transformer& model) {
   uint64_t h = k_fnv1a_offset;
   for (int64_t i = 0; i < model.num_layers(); ++i) fnv1a(h, model.attention(i).fingerprint() + ";");
-  return fmt::format("{}/attn-{:016x}", model::model_fingerprint(model.config(), model.embed_tokens()), h);
+  return fmt::format("{}/attn-{:016x}",
+                     formats::model_fingerprint(model.config(), model.embed_tokens()), h);
 }
 
 int64_t Conversation::bytes() const {

@@ -7,7 +7,7 @@
 #endif
 
 #include "oal/core/error.h"
-#include "oal/model/sampler.h"
+#include "oal/generate/sampler.h"
 #include "oal/serve/api_error.h"
 #include "oal/serve/text_stream.h"
 
@@ -49,7 +49,7 @@ struct Engine::Sequence {
   GenerationJob job;
   std::shared_ptr<RequestStream> out = std::make_shared<RequestStream>();
   model::Transformer::LayerStates states;
-  model::Sampler sampler;
+  generate::Sampler sampler;
   TextStream text;
   std::string conversation_id;
   std::vector<int32_t> fed;    // tokens the states absorbed (saved prefix, prompt, output)
@@ -60,7 +60,7 @@ struct Engine::Sequence {
   int64_t generated = 0;
   bool finished = false;
 
-  Sequence(GenerationJob j, model::SamplerOptions so)
+  Sequence(GenerationJob j, generate::SamplerOptions so)
       : job(std::move(j)), sampler(so), text(job.params.stop) {}
   bool prefilling() const { return prefilled < static_cast<int64_t>(job.prompt.size()); }
 };
@@ -106,8 +106,8 @@ std::shared_ptr<RequestStream> Engine::submit(GenerationJob job) {
                       "this model's maximum context length is {} tokens; the request needs {} "
                       "({} in the prompt, {} for the completion): shorten the prompt or lower max_tokens",
                       ctx, n + job.params.max_tokens, n, job.params.max_tokens);
-  model::SamplerOptions so{.temperature = job.params.temperature, .top_p = job.params.top_p,
-                           .top_k = job.params.top_k};
+  generate::SamplerOptions so{
+      .temperature = job.params.temperature, .top_p = job.params.top_p, .top_k = job.params.top_k};
   std::lock_guard<std::mutex> lock(mutex_);
   // Slots and queue places together: the scheduler may not have admitted earlier
   // submissions yet, so the two are not counted apart.

@@ -124,11 +124,10 @@ double mean_block_nll(const model::Transformer& model, const at::Tensor& blocks,
   return validation_nll(model, loss_head(model), blocks, batch, *dist::single_process());
 }
 
-FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
+FinetuneResult finetune(model::Transformer& model, adapt::LoraAdapters& lora,
                         const std::map<std::string, at::Tensor>& kernel_params,
-                        const FinetuneData& data, const FinetuneOptions& o,
-                        const fs::path& run_dir, bool resume, const ProgressFn& progress,
-                        const FinetuneHooks& hooks) {
+                        const FinetuneData& data, const FinetuneOptions& o, const fs::path& run_dir,
+                        bool resume, const ProgressFn& progress, const FinetuneHooks& hooks) {
   check_options(o);
   check_data(model, data);
   // Trainable tensors by name: adapters (PEFT names) then kernel parameters.

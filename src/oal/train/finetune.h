@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "oal/adapt/lora.h"
 #include "oal/core/progress.h"
 #include "oal/dist/world.h"
-#include "oal/model/lora.h"
 #include "oal/model/transformer.h"
 #include "oal/train/checkpoint.h"
 #include "oal/train/optimizer.h"
@@ -88,7 +88,7 @@ struct FinetuneHooks {
 // min_delta < 0, empty data, ctx < 2, ctx beyond max_position_embeddings, token ids outside
 // the vocabulary, mismatched ctx between train and val.
 // Progress: (updates done, steps, "updates", "loss x lr y tok/s z").
-FinetuneResult finetune(model::Transformer& model, model::LoraAdapters& lora,
+FinetuneResult finetune(model::Transformer& model, adapt::LoraAdapters& lora,
                         const std::map<std::string, at::Tensor>& kernel_params,
                         const FinetuneData& data, const FinetuneOptions& options,
                         const std::filesystem::path& run_dir, bool resume,

@@ -3,19 +3,18 @@
 #include <fmt/format.h>
 
 #include <limits>
-
 #include <nlohmann/json.hpp>
 
+#include "oal/adapt/hybrid.h"
+#include "oal/convert/convert.h"
 #include "oal/core/error.h"
+#include "oal/formats/find_tokenizer.h"
+#include "oal/formats/load.h"
 #include "oal/io/atomic_file.h"
 #include "oal/io/safetensors.h"
-#include "oal/model/find_tokenizer.h"
-#include "oal/model/hybrid.h"
-#include "oal/model/load.h"
 #include "oal/text/block_tensor.h"
 #include "oal/text/corpus.h"
 #include "oal/text/tokenizer.h"
-#include "oal/convert/convert.h"
 
 namespace oal::train {
 namespace fs = std::filesystem;
@@ -76,7 +75,7 @@ FinetuneRunResult run_finetune(const FinetuneRunOptions& o, const ProgressFn& pr
   check(fs::exists(c.model), k_op, "model '{}' does not exist", c.model);
   o.lora.validate();
   const at::Device device = parse_device(o.device);
-  model::ModelWeights w = model::load_model(c.model);
+  model::ModelWeights w = formats::load_model(c.model);
   const auto& cfg = w.config;
   check(o.ctx >= 2, k_op, "ctx must be >= 2, got {}", o.ctx);
   check(o.ctx <= cfg.max_position_embeddings, k_op,
@@ -87,7 +86,7 @@ FinetuneRunResult run_finetune(const FinetuneRunOptions& o, const ProgressFn& pr
   res.layers = res.plan.layers;
   auto methods = convert::methods_from_calibration(c.calib, w, c.method, res.layers, o.train_kernel,
                                                   c.init, c.window);
-  const fs::path tok_path = model::find_tokenizer(c.model, c.tokenizer);
+  const fs::path tok_path = formats::find_tokenizer(c.model, c.tokenizer);
   auto tok = text::load_tokenizer(tok_path);
   FinetuneData data{text_blocks(*tok, o.train_text, o.ctx, o.train_blocks),
                     text_blocks(*tok, o.val_text, o.ctx, o.val_blocks)};
@@ -99,11 +98,11 @@ FinetuneRunResult run_finetune(const FinetuneRunOptions& o, const ProgressFn& pr
   if (!device.is_cpu())
     for (auto& [n, t] : on_device.tensors) t = t.to(device);
   model::Transformer model(on_device);
-  model::apply_hybrid(model, methods);
+  adapt::apply_hybrid(model, methods);
   if (!device.is_cpu())
     for (int64_t l : res.layers)
       for (auto p : model.attention(l).parameters()) p.set_data(p.data().to(device));
-  auto lora = model::LoraAdapters::attach(model, o.lora, o.train.seed);
+  auto lora = adapt::LoraAdapters::attach(model, o.lora, o.train.seed);
   const auto kernel = o.train_kernel ? convert::kernel_parameters(model, res.layers)
                                      : std::map<std::string, at::Tensor>{};
   res.lora_parameters = lora.num_parameters();

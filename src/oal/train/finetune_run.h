@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "oal/core/progress.h"
-#include "oal/model/lora.h"
+#include "oal/adapt/lora.h"
 #include "oal/convert/convert.h"
 #include "oal/convert/convert_run.h"
+#include "oal/core/progress.h"
 #include "oal/train/finetune.h"
 
 namespace oal::train {
@@ -30,7 +30,7 @@ struct FinetuneRunOptions {
   std::string val_blocks = ":32";    // paper: 32 fixed validation blocks; when train_text and
                                      // val_text are one file the ranges must not overlap
   int64_t ctx = 0;                   // tokens per block, <= max_position_embeddings
-  model::LoraConfig lora;            // 8, 16, 0.05
+  adapt::LoraConfig lora;            // 8, 16, 0.05
   FinetuneOptions train;             // steps, lr, ... (App. F.2 defaults)
   bool train_kernel = true;          // false: kernel parameters frozen (LoRA only)
   bool resume = false;

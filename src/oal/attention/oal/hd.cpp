@@ -21,8 +21,6 @@ using namespace hd_detail;  // NOLINT: this module's own internal helpers
 
 namespace {
 
-namespace kc = oal::simd;
-
 // Every check of an extend call (inputs, kernels, state against the inputs).
 AttentionDims check_extend(std::string_view op, const at::Tensor& q, const at::Tensor& k,
                            const at::Tensor& v, const LayerKernels& lk, const HdState& state,
@@ -49,26 +47,26 @@ AttentionDims check_extend(std::string_view op, const at::Tensor& q, const at::T
 // With `den` ([B, Hq, T] fp32, contiguous) the readout is left unnormalised: y holds the
 // numerators (fp32) and `den` the denominators.
 at::Tensor extend_simd(const AttentionDims& s, const at::Tensor& q, const at::Tensor& k,
-                         const at::Tensor& v, const kc::OalPlan& plan, HdState& state,
-                         int64_t chunk, kc::OalDecodeWorkspace* ws, bool readout,
-                         float* den = nullptr) {
+                       const at::Tensor& v, const simd::OalPlan& plan, HdState& state,
+                       int64_t chunk, simd::OalDecodeWorkspace* ws, bool readout,
+                       float* den = nullptr) {
   if (!state.S.is_contiguous()) state.S = state.S.contiguous();
   auto qf = q.to(at::kFloat).contiguous(), kf = k.to(at::kFloat).contiguous();
   auto vf = v.to(at::kFloat).contiguous();
   at::Tensor y;
   if (readout) y = at::empty({s.batch, s.q_heads, s.q_len, s.value_dim}, qf.options());
   if (s.q_len == 1 && ws != nullptr && readout && den == nullptr) {
-    kc::oal_decode_step_f32(plan, s.kv_heads, qf.data_ptr<float>(), kf.data_ptr<float>(),
-                            vf.data_ptr<float>(), y.data_ptr<float>(),
-                            state.S.data_ptr<float>(), *ws);
+    simd::oal_decode_step_f32(plan, s.kv_heads, qf.data_ptr<float>(), kf.data_ptr<float>(),
+                              vf.data_ptr<float>(), y.data_ptr<float>(), state.S.data_ptr<float>(),
+                              *ws);
   } else {
-    kc::OalPrefillOptions o;
+    simd::OalPrefillOptions o;
     // A chunk longer than the call is one chunk of q_len: the same numbers, with scratch
     // sized for the tokens at hand (a one-token windowed step would size it for 64).
     o.chunk = std::min(chunk, s.q_len);
     o.denominators = den;
-    kc::oal_prefill_f32(s, plan, qf.data_ptr<float>(), kf.data_ptr<float>(), vf.data_ptr<float>(),
-                        readout ? y.data_ptr<float>() : nullptr, state.S.data_ptr<float>(), o);
+    simd::oal_prefill_f32(s, plan, qf.data_ptr<float>(), kf.data_ptr<float>(), vf.data_ptr<float>(),
+                          readout ? y.data_ptr<float>() : nullptr, state.S.data_ptr<float>(), o);
   }
   state.tokens += s.q_len;
   return readout && den == nullptr ? y.to(q.scalar_type()) : y;
@@ -137,9 +135,10 @@ std::string hd_simd_blocker(const at::Tensor& q, const at::Tensor& k, const at::
 
 namespace {
 
-std::shared_ptr<const kc::OalPlan> plan_for(const LayerKernels& lk, const HdOptions& options) {
+std::shared_ptr<const simd::OalPlan> plan_for(const LayerKernels& lk, const HdOptions& options) {
   if (options.plan_cache) return options.plan_cache->get(lk);
-  return std::make_shared<const kc::OalPlan>(kc::OalPlan::build(lk.group_of, lk.L.detach(), lk.eps));
+  return std::make_shared<const simd::OalPlan>(
+      simd::OalPlan::build(lk.group_of, lk.L.detach(), lk.eps));
 }
 
 }  // namespace
@@ -242,8 +241,8 @@ AttentionDims HdDecodeState::check_tokens(const at::Tensor& q, const at::Tensor&
 at::Tensor HdDecodeState::run_simd(const AttentionDims& s, const at::Tensor& q,
                                      const at::Tensor& k, const at::Tensor& v, bool readout) {
   if (s.q_len == 1 && !ws_)
-    ws_ = std::make_unique<kc::OalDecodeWorkspace>(s.batch, s.kv_heads, s.group_size(), s.dim,
-                                                   s.value_dim);
+    ws_ = std::make_unique<simd::OalDecodeWorkspace>(s.batch, s.kv_heads, s.group_size(), s.dim,
+                                                     s.value_dim);
   return extend_simd(s, q, k, v, *options_.plan_cache->get(kernels_), *state_, options_.chunk,
                        ws_.get(), readout);
 }

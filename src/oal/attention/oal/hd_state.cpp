@@ -8,8 +8,6 @@
 
 namespace oal::attn {
 
-namespace kc = oal::simd;
-
 // ---- HdState -------------------------------------------------------------------------
 
 HdState HdState::zeros(int64_t batch, int64_t kv_heads, int64_t dim, int64_t value_dim,
@@ -43,14 +41,14 @@ int64_t HdState::bytes() const {
   return S.defined() ? S.numel() * static_cast<int64_t>(S.element_size()) : 0;
 }
 
-std::shared_ptr<const kc::OalPlan> OalPlanCache::get(const LayerKernels& lk) {
+std::shared_ptr<const simd::OalPlan> OalPlanCache::get(const LayerKernels& lk) {
   std::lock_guard<std::mutex> lock(mutex_);
   const bool same = plan_ && l_data_ == lk.L.data_ptr() && l_version_ == lk.L._version() &&
                     g_data_ == lk.group_of.data_ptr() &&
                     g_version_ == lk.group_of._version() && eps_ == lk.eps;
   if (!same) {
-    plan_ = std::make_shared<const kc::OalPlan>(
-        kc::OalPlan::build(lk.group_of, lk.L.detach(), lk.eps));
+    plan_ = std::make_shared<const simd::OalPlan>(
+        simd::OalPlan::build(lk.group_of, lk.L.detach(), lk.eps));
     l_data_ = lk.L.data_ptr();
     l_version_ = lk.L._version();
     g_data_ = lk.group_of.data_ptr();

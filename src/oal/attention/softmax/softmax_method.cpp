@@ -183,9 +183,8 @@ void SoftmaxKvCache::append_simd(const at::Tensor& k, const at::Tensor& v) {
 
 // The T queries against the whole kernel-storage cache, straight from its buffers.
 at::Tensor SoftmaxKvCache::attend_simd(const at::Tensor& q) const {
-  namespace kc = oal::simd;
   const at::Tensor qf = q.to(at::kFloat).contiguous();
-  kc::AttentionDims d;
+  simd::AttentionDims d;
   d.batch = q.size(0);
   d.q_heads = q.size(1);
   d.kv_heads = kq_.defined() ? kq_.size(1) : kt_.size(1);
@@ -198,18 +197,18 @@ at::Tensor SoftmaxKvCache::attend_simd(const at::Tensor& q) const {
   at::Tensor y = at::empty({d.batch, d.q_heads, d.q_len, d.value_dim}, qf.options());
   const double scale = scale_.value_or(1.0 / std::sqrt(static_cast<double>(d.dim)));
   if (kq_.defined())
-    kc::flash_softmax_q8_0(d, qf.data_ptr<float>(), kq_.data_ptr<uint8_t>(), kq_.size(2),
-                           vq_.data_ptr<uint8_t>(), vq_.size(2), y.data_ptr<float>(),
-                           static_cast<float>(scale));
+    simd::flash_softmax_q8_0(d, qf.data_ptr<float>(), kq_.data_ptr<uint8_t>(), kq_.size(2),
+                             vq_.data_ptr<uint8_t>(), vq_.size(2), y.data_ptr<float>(),
+                             static_cast<float>(scale));
   else if (kt_.scalar_type() == at::kHalf)  // at::Half and the kernel's half: IEEE binary16 bits
-    kc::flash_softmax_kt_f16(
+    simd::flash_softmax_kt_f16(
         d, qf.data_ptr<float>(), reinterpret_cast<const uint16_t*>(kt_.data_ptr<at::Half>()),
         kt_.size(3), reinterpret_cast<const uint16_t*>(vk_.data_ptr<at::Half>()), vk_.size(2),
         y.data_ptr<float>(), static_cast<float>(scale));
   else
-    kc::flash_softmax_kt_f32(d, qf.data_ptr<float>(), kt_.data_ptr<float>(), kt_.size(3),
-                             vk_.data_ptr<float>(), vk_.size(2), y.data_ptr<float>(),
-                             static_cast<float>(scale));
+    simd::flash_softmax_kt_f32(d, qf.data_ptr<float>(), kt_.data_ptr<float>(), kt_.size(3),
+                               vk_.data_ptr<float>(), vk_.size(2), y.data_ptr<float>(),
+                               static_cast<float>(scale));
   return y.to(q.scalar_type());
 }
 

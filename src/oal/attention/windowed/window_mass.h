@@ -3,7 +3,7 @@
 // (window.h): the weight a windowed layer leaves to its linear kernel. A head that keeps
 // most of its weight on the first token and a few recent ones loses little when
 // converted; a head that looks far back needs full attention most. `oal layer-scores`
-// measures it per layer (model/layer_scores.h) and `oal convert --layers auto:K` ranks
+// measures it per layer (analysis/layer_scores.h) and `oal convert --layers auto:K` ranks
 // layers by it.
 #include <ATen/ATen.h>
 
