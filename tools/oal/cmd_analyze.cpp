@@ -92,7 +92,7 @@ void print_table(const oa::AnalysisResult& r, const std::vector<oa::LayerGroups>
 }
 
 void run(const AnalyzeArgs& a) {
-  auto tok = oal::text::load_tokenizer(oal::formats::find_tokenizer(a.model, a.tokenizer));
+  auto tok = oal::formats::open_tokenizer(a.model, a.tokenizer);
   const oal::model::Transformer model(oal::formats::load_model(a.model));
   oal::linearize::AnalysisStepOptions o;
   const fs::path model_path = fs::path(a.model).lexically_normal();

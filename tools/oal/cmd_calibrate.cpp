@@ -50,7 +50,7 @@ void run(const CalibrateArgs& a) {
   const auto world = oal::dist::world_from_env();
   oal::cli::exit_if_fault_injected(world->rank());
   const bool root = world->rank() == 0, quiet = a.quiet || !root;
-  auto tok = oal::text::load_tokenizer(oal::formats::find_tokenizer(a.model, a.tokenizer));
+  auto tok = oal::formats::open_tokenizer(a.model, a.tokenizer);
   const std::vector<int32_t> stream = tok->encode(oal::text::read_text_file(a.text), false);
   std::string fingerprint;
   const oal::model::Transformer model = [&] {

@@ -38,7 +38,7 @@ at::Tensor chosen_blocks(const std::vector<int32_t>& stream, int64_t ctx,
 
 void run(const CaptureArgs& a) {
   oal::check(a.ctx >= 1, "capture", "--ctx must be >= 1, got {}", a.ctx);
-  auto tok = oal::text::load_tokenizer(oal::formats::find_tokenizer(a.model, a.tokenizer));
+  auto tok = oal::formats::open_tokenizer(a.model, a.tokenizer);
   const oal::model::Transformer model(oal::formats::load_model(a.model));
   const int64_t max_pos = model.config().max_position_embeddings;
   oal::check(max_pos <= 0 || a.ctx <= max_pos, "capture",

@@ -27,7 +27,7 @@ struct EvalArgs {
 
 void run_passkey(const EvalArgs& a) {
   using namespace oal::eval;
-  auto tok = oal::text::load_tokenizer(oal::formats::find_tokenizer(a.model, a.tokenizer));
+  auto tok = oal::formats::open_tokenizer(a.model, a.tokenizer);
   auto model = oal::formats::load_transformer(a.model);
   const int64_t longest = *std::max_element(a.passkey.lengths.begin(), a.passkey.lengths.end());
   const int64_t positions = model->config().max_position_embeddings;
@@ -66,7 +66,7 @@ void run(const EvalArgs& a) {
   const McTask task = parse_mc_task(a.task);
   const LengthNorm norm = a.norm.empty() ? default_length_norm(task) : parse_length_norm(a.norm);
   const auto examples = load_mc_examples(task, a.data, a.limit);  // before the model loads
-  auto tok = oal::text::load_tokenizer(oal::formats::find_tokenizer(a.model, a.tokenizer));
+  auto tok = oal::formats::open_tokenizer(a.model, a.tokenizer);
   auto model = oal::formats::load_transformer(a.model);
   TokenizeFn tokenize = [&](const std::string& s) {
     auto ids = tok->encode(s, false);  // App. F.3: no BOS/EOS

@@ -22,7 +22,7 @@ struct FidelityArgs {
 };
 
 void run(const FidelityArgs& a) {
-  auto tok = oal::text::load_tokenizer(oal::formats::find_tokenizer(a.model, a.tokenizer));
+  auto tok = oal::formats::open_tokenizer(a.model, a.tokenizer);
   const std::vector<int32_t> stream = tok->encode(oal::text::read_text_file(a.text), false);
   const oal::model::Transformer model(oal::formats::load_model(a.model));
   const oal::attn::MethodStore run = oal::attn::read_method_store(a.calib);

@@ -27,7 +27,7 @@ struct GenerateArgs {
 
 void run(const GenerateArgs& a) {
   oal::check(!a.prompt.empty(), "generate", "empty --prompt; expected some text to continue");
-  auto tok = oal::text::load_tokenizer(oal::formats::find_tokenizer(a.model, a.tokenizer));
+  auto tok = oal::formats::open_tokenizer(a.model, a.tokenizer);
   // load_transformer: a converted directory (oal convert / finetune) gets its hybrid
   // attention; any other model loads as load_model() does.
   const auto model_ptr = oal::formats::load_transformer(a.model, a.weights);

@@ -46,7 +46,7 @@ void run(LinearizeArgs a) {
   oal::cli::exit_if_fault_injected(world->rank());
   const bool root = world->rank() == 0;
   if (!root) a.quiet = true;
-  auto tok = oal::text::load_tokenizer(oal::formats::find_tokenizer(a.model, a.tokenizer));
+  auto tok = oal::formats::open_tokenizer(a.model, a.tokenizer);
   const std::string text = oal::text::read_text_file(a.text);
   const std::vector<int32_t> stream = tok->encode(text, false);
   std::optional<std::string> prompt_text;

@@ -35,7 +35,7 @@ nlohmann::json to_json(const PplArgs& a, const oal::eval::PerplexityResult& r) {
 }
 
 void run(const PplArgs& a) {
-  auto tok = oal::text::load_tokenizer(oal::formats::find_tokenizer(a.model, a.tokenizer));
+  auto tok = oal::formats::open_tokenizer(a.model, a.tokenizer);
   const std::vector<int32_t> stream = tok->encode(oal::text::read_text_file(a.text), false);
   // load_transformer: a converted directory (oal convert / finetune) gets its hybrid
   // attention; any other model loads as load_model() does.

@@ -72,7 +72,7 @@ void run(const ServeArgs& a) {
   // A client that closes its connection mid-stream must cost a failed write, not the process.
   std::signal(SIGPIPE, SIG_IGN);
 
-  auto tok = oal::text::load_tokenizer(oal::formats::find_tokenizer(a.model, a.tokenizer));
+  auto tok = oal::formats::open_tokenizer(a.model, a.tokenizer);
   const auto model = oal::formats::load_transformer(a.model, a.weights);
   const oal::serve::ChatFormat chat = chat_format(a);
   oal::serve::ServerOptions so = a.server;

@@ -53,7 +53,7 @@ void put_fidelity_table(const linearize::FidelityResult& f, DemoSection& s) {
 }
 
 DemoSection fidelity_demo(const FidelityDemoOptions& o, const ProgressFn& progress) {
-  auto tok = text::load_tokenizer(formats::find_tokenizer(o.model, o.tokenizer));
+  auto tok = formats::open_tokenizer(o.model, o.tokenizer);
   const std::vector<int32_t> stream = tok->encode(text::read_text_file(o.text), false);
   const model::Transformer m(formats::load_model(o.model));
   calib::ModelCalibrationOptions co;

@@ -39,4 +39,9 @@ std::filesystem::path find_tokenizer(const std::filesystem::path& model_path,
        model_path.string(), fmt::join(names, ", "));
 }
 
+std::unique_ptr<text::Tokenizer> open_tokenizer(const std::filesystem::path& model_path,
+                                                const std::filesystem::path& explicit_path) {
+  return text::load_tokenizer(find_tokenizer(model_path, explicit_path));
+}
+
 }  // namespace oal::formats

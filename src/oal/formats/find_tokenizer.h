@@ -5,7 +5,10 @@
 // file is its own tokenizer; a directory converted from a GGUF model holds
 // tokenizer.gguf (its tokenizer metadata).
 #include <filesystem>
+#include <memory>
 #include <string>
+
+#include "oal/text/tokenizer.h"
 
 namespace oal::formats {
 
@@ -15,5 +18,10 @@ namespace oal::formats {
 // --tokenizer when no tokenizer exists.
 std::filesystem::path find_tokenizer(const std::filesystem::path& model_path,
                                      const std::filesystem::path& explicit_path = {});
+
+// The tokenizer find_tokenizer names, loaded (text::load_tokenizer): what every command
+// that takes --model and --tokenizer opens. Throws as both do.
+std::unique_ptr<text::Tokenizer> open_tokenizer(const std::filesystem::path& model_path,
+                                                const std::filesystem::path& explicit_path = {});
 
 }  // namespace oal::formats
