@@ -49,7 +49,7 @@ demo: oal models
 
 # Serial: several tests share fixture files inside one suite; the whole suite takes
 # about 8 minutes on 2 cores. Then the sanitizer build (about 14 minutes cold on 2
-# cores): the ASAN_MODULES tests under ASan + UBSan (257 tests, ~2 minutes) and every fuzz target
+# cores): the ASAN_MODULES tests under ASan + UBSan (418 tests, ~3 minutes) and every fuzz target
 # for FUZZ_SMOKE_SECONDS (~1 minute in all).
 test: build models
 	cd $(BUILD) && ctest --output-on-failure
