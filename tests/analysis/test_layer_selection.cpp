@@ -1,4 +1,4 @@
-// model::resolve_layers: the one layer-selection rule of analysis, calibration and the
+// analysis::resolve_layers: the one layer-selection rule of analysis, calibration and the
 // demo (they had two, one of which accepted a layer twice).
 #include <gtest/gtest.h>
 

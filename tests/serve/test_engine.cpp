@@ -1,6 +1,6 @@
 // The engine's continuous batching against the plain reference: every request of a batch
 // that runs at once (prompts of different lengths, so rows sit at different positions,
-// prefilled in chunks) must produce exactly the tokens model::generate produces for it
+// prefilled in chunks) must produce exactly the tokens generate::generate produces for it
 // alone. Greedy decoding on a tiny synthetic model (random weights, labelled so): the
 // argmax is compared, and the reference and the batch compute the same fp32 values up
 // to GEMM summation order, so ties are not a concern at these logit scales.

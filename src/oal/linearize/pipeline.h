@@ -26,7 +26,7 @@ namespace oal::linearize {
 
 struct PipelineOptions {
   std::string model_name, text_name;   // recorded in the run's files
-  std::string fingerprint;             // model::model_fingerprint of the model
+  std::string fingerprint;             // formats::model_fingerprint of the model
   std::vector<int64_t> layers;         // empty: all
   int64_t prompts = 40;                // grouping prompts (analysis::PromptOptions::calibration)
   analysis::GroupingOptions grouping;
