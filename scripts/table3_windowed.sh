@@ -19,8 +19,13 @@
 # Resumable: a finished record is skipped; an interrupted finetune continues from its
 # last checkpoint (every 32 updates) when the command is rerun.
 #
+# TRAIN_CTX=4096 trains on 4096-token blocks instead (same 262,144 tokens: 64 updates; the
+# names get "-t4096"): validation blocks 7-8 of 4096 (tokens 28,672-36,863, between the
+# calibration blocks and training), training blocks 9- (64 blocks to the text's end),
+# held-out perplexity and calibration blocks as above.
+#
 # Environment: OAL=build/release/oal OUT=runs/table3-windowed RECORDS=docs/records/table3-windowed
-#   METHODS="oal-s4w64 softmax" RANGE=3-26 STEPS=256 EVAL=ppl,passkey
+#   METHODS="oal-s4w64 softmax" RANGE=3-26 STEPS=256|64 EVAL=ppl,passkey TRAIN_CTX=1024
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OAL=${OAL:-build/release/oal}
@@ -28,8 +33,13 @@ OUT=${OUT:-runs/table3-windowed}
 RECORDS=${RECORDS:-docs/records/table3-windowed}
 METHODS=${METHODS:-oal-s4w64 softmax}
 RANGE=${RANGE:-3-26}
-STEPS=${STEPS:-256}
 EVAL=${EVAL:-ppl,passkey}
+TRAIN_CTX=${TRAIN_CTX:-1024}
+case $TRAIN_CTX in
+  1024) blocks=(--train-blocks 34: --val-blocks 26-33) tag="" every=32 STEPS=${STEPS:-256} ;;
+  4096) blocks=(--train-blocks 9: --val-blocks 7-8) tag="-t4096" every=16 STEPS=${STEPS:-64} ;;
+  *) echo "table3_windowed: TRAIN_CTX must be 1024 or 4096, got '$TRAIN_CTX'" >&2; exit 2 ;;
+esac
 M=${OAL_MODEL_CACHE:-.cache/models}/SmolLM2-135M-Instruct.Q4_1.gguf
 T=../shared/data/wikitext2-test.raw
 [ -f "$M" ] || bash scripts/fetch-models.sh
@@ -70,23 +80,23 @@ for name in $METHODS; do
       STEPS=plain bash scripts/windowed_smollm2.sh ;;
     *) echo "table3_windowed: unknown method '$name'" >&2; exit 2 ;;
   esac
-  run="$OUT/$range_dir/$name"
+  run="$OUT/$range_dir/$name$tag"
   calib=()
   [ -z "$calib_dir" ] || calib=(--calib "$calib_dir")
   resume=()
   [ -f "$run/last.json" ] && resume=(--resume)
   if [ "$method" = softmax ]; then layers=(--layers "3-26"); else layers=("${layer_args[@]}"); fi
-  record "$name-finetune" "$OAL" finetune --model "$M" "${calib[@]}" --method "$method" \
-    "${layers[@]}" "${window_args[@]}" --train "$T" --val "$T" --train-blocks 34: \
-    --val-blocks 26-33 --steps "$STEPS" --eval-every 32 --patience 0 --seed 1 --ctx 1024 \
+  record "$name$tag-finetune" "$OAL" finetune --model "$M" "${calib[@]}" --method "$method" \
+    "${layers[@]}" "${window_args[@]}" --train "$T" --val "$T" "${blocks[@]}" \
+    --steps "$STEPS" --eval-every "$every" --patience 0 --seed 1 --ctx "$TRAIN_CTX" \
     --out "$run" "${resume[@]}" --quiet --json
   adapted="$run/model"
   if [[ $EVAL == *ppl* ]]; then
-    record "$name-ppl1024" "$OAL" ppl --model "$adapted" --text "$T" --ctx 1024 --max-blocks 16 --quiet --json
-    record "$name-ppl4096" "$OAL" ppl --model "$adapted" --text "$T" --ctx 4096 --max-blocks 4 --quiet --json
+    record "$name$tag-ppl1024" "$OAL" ppl --model "$adapted" --text "$T" --ctx 1024 --max-blocks 16 --quiet --json
+    record "$name$tag-ppl4096" "$OAL" ppl --model "$adapted" --text "$T" --ctx 4096 --max-blocks 4 --quiet --json
   fi
   if [[ $EVAL == *passkey* ]]; then
-    record "$name-passkey" "$OAL" eval --model "$adapted" --task passkey --lengths 1024,4096,8192 \
+    record "$name$tag-passkey" "$OAL" eval --model "$adapted" --task passkey --lengths 1024,4096,8192 \
       --trials 1 --quiet --json
   fi
 done
