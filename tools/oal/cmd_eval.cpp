@@ -11,8 +11,7 @@
 #include "oal/eval/continuation_logprob.h"
 #include "oal/eval/multiple_choice.h"
 #include "oal/eval/passkey.h"
-#include "oal/formats/converted.h"
-#include "oal/formats/find_tokenizer.h"
+#include "oal/formats/open_model.h"
 #include "oal/text/tokenizer.h"
 #include "progress_bar.h"
 
@@ -27,8 +26,10 @@ struct EvalArgs {
 
 void run_passkey(const EvalArgs& a) {
   using namespace oal::eval;
-  auto tok = oal::formats::open_tokenizer(a.model, a.tokenizer);
-  auto model = oal::formats::load_transformer(a.model);
+  const oal::formats::OpenedModel opened =
+      oal::formats::open_model(a.model, {.tokenizer = a.tokenizer, .transformer = {}});
+  const auto& tok = opened.tokenizer;
+  const auto& model = opened.model;
   const int64_t longest = *std::max_element(a.passkey.lengths.begin(), a.passkey.lengths.end());
   const int64_t positions = model->config().max_position_embeddings;
   oal::check(positions <= 0 || longest <= positions, "eval", "--lengths up to {} exceed the model's {} positions",
@@ -66,8 +67,10 @@ void run(const EvalArgs& a) {
   const McTask task = parse_mc_task(a.task);
   const LengthNorm norm = a.norm.empty() ? default_length_norm(task) : parse_length_norm(a.norm);
   const auto examples = load_mc_examples(task, a.data, a.limit);  // before the model loads
-  auto tok = oal::formats::open_tokenizer(a.model, a.tokenizer);
-  auto model = oal::formats::load_transformer(a.model);
+  const oal::formats::OpenedModel opened =
+      oal::formats::open_model(a.model, {.tokenizer = a.tokenizer, .transformer = {}});
+  const auto& tok = opened.tokenizer;
+  const auto& model = opened.model;
   TokenizeFn tokenize = [&](const std::string& s) {
     auto ids = tok->encode(s, false);  // App. F.3: no BOS/EOS
     return std::vector<int64_t>(ids.begin(), ids.end());

@@ -6,11 +6,8 @@
 
 #include "command.h"
 #include "oal/core/error.h"
-#include "oal/formats/converted.h"
-#include "oal/formats/find_tokenizer.h"
-#include "oal/formats/load.h"
+#include "oal/formats/open_model.h"
 #include "oal/generate/generate.h"
-#include "oal/generate/stop_tokens.h"
 #include "oal/text/tokenizer.h"
 #include "weights_option.h"
 
@@ -27,18 +24,16 @@ struct GenerateArgs {
 
 void run(const GenerateArgs& a) {
   oal::check(!a.prompt.empty(), "generate", "empty --prompt; expected some text to continue");
-  auto tok = oal::formats::open_tokenizer(a.model, a.tokenizer);
-  // load_transformer: a converted directory (oal convert / finetune) gets its hybrid
-  // attention; any other model loads as load_model() does.
-  const auto model_ptr = oal::formats::load_transformer(a.model, a.weights);
-  const oal::model::Transformer& model = *model_ptr;
+  // A converted directory (oal convert / finetune) gets its hybrid attention.
+  const oal::formats::OpenedModel opened =
+      oal::formats::open_model(a.model, {.tokenizer = a.tokenizer, .transformer = a.weights});
+  const oal::model::Transformer& model = *opened.model;
+  const oal::text::Tokenizer* tok = opened.tokenizer.get();
   const std::vector<int32_t> prompt = tok->encode(a.prompt, /*add_bos=*/true);
   oal::generate::GenerateOptions o;
   o.max_new_tokens = a.n;
   o.sampler = {.temperature = a.temp, .top_p = a.top_p, .top_k = a.top_k, .seed = a.seed};
-  if (!a.ignore_eos)
-    for (int32_t id : oal::generate::default_stop_tokens(model.config(), *tok))
-      o.stop_tokens.push_back(id);
+  if (!a.ignore_eos) o.stop_tokens.assign(opened.stop_tokens.begin(), opened.stop_tokens.end());
 
   int32_t prev = -1;
   std::string text;

@@ -5,9 +5,7 @@
 
 #include "command.h"
 #include "oal/eval/perplexity.h"
-#include "oal/formats/converted.h"
-#include "oal/formats/find_tokenizer.h"
-#include "oal/formats/load.h"
+#include "oal/formats/open_model.h"
 #include "oal/text/corpus.h"
 #include "oal/text/tokenizer.h"
 #include "progress_bar.h"
@@ -35,12 +33,12 @@ nlohmann::json to_json(const PplArgs& a, const oal::eval::PerplexityResult& r) {
 }
 
 void run(const PplArgs& a) {
-  auto tok = oal::formats::open_tokenizer(a.model, a.tokenizer);
-  const std::vector<int32_t> stream = tok->encode(oal::text::read_text_file(a.text), false);
-  // load_transformer: a converted directory (oal convert / finetune) gets its hybrid
-  // attention; any other model loads as load_model() does.
-  const auto model_ptr = oal::formats::load_transformer(a.model, a.weights);
-  const oal::model::Transformer& model = *model_ptr;
+  const std::string text = oal::text::read_text_file(a.text);  // a bad file fails first
+  // A converted directory (oal convert / finetune) gets its hybrid attention.
+  const oal::formats::OpenedModel opened =
+      oal::formats::open_model(a.model, {.tokenizer = a.tokenizer, .transformer = a.weights});
+  const oal::model::Transformer& model = *opened.model;
+  const std::vector<int32_t> stream = opened.tokenizer->encode(text, false);
   oal::cli::ProgressBar bar("ppl", !a.quiet);
   oal::eval::PerplexityOptions o{.ctx = a.ctx, .batch = a.batch, .max_blocks = a.max_blocks,
                                  .progress = bar.fn()};

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "oal/adapt/hybrid.h"
 #include "oal/attention/baselines/feature_method.h"
@@ -51,19 +52,20 @@ void check_shape(const attn::AttentionMethod& m, int64_t layer, const model::Mod
 
 }  // namespace
 
-void validate_stored_methods(const attn::MethodStore& store, const model::ModelWeights& weights,
-                             const std::string& method, const std::vector<int64_t>& layers) {
-  const model::ModelConfig& config = weights.config;
+namespace {
+
+// validate_stored_methods for a model of `config` whose fingerprint is `fingerprint`.
+void validate_methods(const attn::MethodStore& store, const model::ModelConfig& config,
+                      const std::string& fingerprint, const std::string& method,
+                      const std::vector<int64_t>& layers) {
   check(std::find(store.methods.begin(), store.methods.end(), method) != store.methods.end(), k_op,
         "the calibration run has no '{}' (it holds: {})", method, fmt::join(store.methods, ", "));
-  if (store.meta.contains("model_fingerprint")) {
-    const std::string mine = model_fingerprint(weights);
-    check(store.meta["model_fingerprint"] == mine, k_op,
+  if (store.meta.contains("model_fingerprint"))
+    check(store.meta["model_fingerprint"] == fingerprint, k_op,
           "the calibration run was made for another model (fingerprint {} of '{}', this model "
           "{}); calibrate this model with `oal calibrate`",
           store.meta["model_fingerprint"].dump(), store.meta.value("model", std::string("?")),
-          mine);
-  }
+          fingerprint);
   std::vector<int64_t> have;
   for (const auto& lm : store.layers) {
     have.push_back(lm.layer);
@@ -84,21 +86,22 @@ void validate_stored_methods(const attn::MethodStore& store, const model::ModelW
   }
 }
 
-namespace {
+}  // namespace
 
-// True when `path` is a directory whose config.json carries "oal_conversion".
-bool is_converted_dir(const fs::path& path) {
-  if (!fs::is_directory(path) || !fs::exists(path / "config.json")) return false;
-  return io::read_json_file(path / "config.json", k_op).contains(k_conversion_marker);
+void validate_stored_methods(const attn::MethodStore& store, const model::ModelWeights& weights,
+                             const std::string& method, const std::vector<int64_t>& layers) {
+  validate_methods(store, weights.config, model_fingerprint(weights), method, layers);
 }
 
-// load_model(path, options) with every float tensor moved to `device` (CPU: unchanged).
-model::ModelWeights load_weights_on(const std::string& path, at::Device device,
-                                    LoadOptions options) {
-  model::ModelWeights w = load_model(path, options);
-  if (!device.is_cpu())
-    for (auto& [n, t] : w.tensors) t = t.to(device);
-  return w;
+namespace {
+
+// config.json of a directory, when it has one and it carries "oal_conversion": the
+// one read of it that building a converted model needs.
+std::optional<nlohmann::json> conversion_config(const fs::path& path) {
+  if (!fs::is_directory(path) || !fs::exists(path / "config.json")) return std::nullopt;
+  nlohmann::json config = io::read_json_file(path / "config.json", k_op);
+  if (!config.contains(k_conversion_marker)) return std::nullopt;
+  return config;
 }
 
 // The "oal_conversion" marker of a converted directory's config.json, checked: the
@@ -109,8 +112,8 @@ struct ConversionMarker {
   std::vector<int64_t> layers;
 };
 
-ConversionMarker read_marker(const std::string& path, const model::ModelWeights& weights) {
-  const nlohmann::json config = io::read_json_file(fs::path(path) / "config.json", k_op);
+ConversionMarker read_marker(const std::string& path, const nlohmann::json& config,
+                             const std::string& fingerprint) {
   const nlohmann::json& m = config.at(k_conversion_marker);
   const auto bad = [&](const std::string& what) {
     fail(k_op,
@@ -127,7 +130,7 @@ ConversionMarker read_marker(const std::string& path, const model::ModelWeights&
   check(string_field("format") == "oal-converted" &&
             io::json_int_or(m, "version", 0, k_op, where + " version") == 1,
         k_op, "{}: 'oal_conversion' must be format oal-converted version 1", path);
-  check(string_field("model_fingerprint") == model_fingerprint(weights), k_op,
+  check(string_field("model_fingerprint") == fingerprint, k_op,
         "{}: config.json does not match the model the conversion was made for", path);
   if (!m.contains("layers")) bad("has no array 'layers'");
   return {string_field("method"), io::json_int_list(m.at("layers"), k_op, where + " layers")};
@@ -136,12 +139,13 @@ ConversionMarker read_marker(const std::string& path, const model::ModelWeights&
 // The converted layers' methods as stored (a converted directory stores them as they
 // are to be used); none for the exact method.
 std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> stored_methods(
-    const std::string& path, const model::ModelWeights& weights, const ConversionMarker& marker) {
+    const std::string& path, const model::ModelConfig& config, const std::string& fingerprint,
+    const ConversionMarker& marker) {
   std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> out;
   if (attn::method_spec(marker.method).kind == attn::MethodKind::exact) return out;
   const attn::MethodStore store =
       attn::read_method_store(fs::path(path) / k_converted_attention_dir);
-  validate_stored_methods(store, weights, marker.method, marker.layers);
+  validate_methods(store, config, fingerprint, marker.method, marker.layers);
   for (const auto& lm : store.layers)
     if (std::find(marker.layers.begin(), marker.layers.end(), lm.layer) != marker.layers.end())
       out[lm.layer] = lm.methods.at(marker.method);
@@ -150,16 +154,30 @@ std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> stored_methods(
 
 }  // namespace
 
+std::unique_ptr<model::Transformer> build_transformer(model::ModelWeights weights,
+                                                      const std::string& path,
+                                                      model::TransformerOptions options,
+                                                      at::Device device) {
+  if (!device.is_cpu())
+    for (auto& [n, t] : weights.tensors) t = t.to(device);
+  const std::optional<nlohmann::json> config = conversion_config(path);
+  // The fingerprint reads the embedding as loaded: taken before the Transformer may
+  // convert the weights' format.
+  const std::string fingerprint = config ? model_fingerprint(weights) : std::string();
+  auto t = std::make_unique<model::Transformer>(weights, options);
+  if (!config) return t;
+  const ConversionMarker marker = read_marker(path, *config, fingerprint);
+  adapt::apply_hybrid(*t, stored_methods(path, weights.config, fingerprint, marker));
+  return t;
+}
+
 std::unique_ptr<model::Transformer> load_transformer(const std::string& path,
                                                      model::TransformerOptions options,
                                                      at::Device device) {
   // Quantized GGUF tensors stay quantized for the CPU kernels; Transformer converts them
   // as options.weights asks. Other devices get fp32 (no quantized kernels there).
-  auto weights = load_weights_on(path, device, {.keep_quantized = device.is_cpu()});
-  auto t = std::make_unique<model::Transformer>(weights, options);
-  if (!is_converted_dir(path)) return t;
-  adapt::apply_hybrid(*t, stored_methods(path, weights, read_marker(path, weights)));
-  return t;
+  return build_transformer(load_model(path, {.keep_quantized = device.is_cpu()}), path, options,
+                           device);
 }
 
 }  // namespace oal::formats

@@ -46,4 +46,12 @@ std::unique_ptr<model::Transformer> load_transformer(const std::string& path,
                                                      model::TransformerOptions options = {},
                                                      at::Device device = at::kCPU);
 
+// The same for `weights` already loaded from `path` (open_model reads a GGUF once for
+// its weights, tokenizer and chat template). config.json is read once, and the
+// fingerprint computed once, for a converted directory.
+std::unique_ptr<model::Transformer> build_transformer(model::ModelWeights weights,
+                                                      const std::string& path,
+                                                      model::TransformerOptions options = {},
+                                                      at::Device device = at::kCPU);
+
 }  // namespace oal::formats

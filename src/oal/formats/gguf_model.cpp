@@ -210,7 +210,11 @@ std::vector<double> rope_freqs_of(const io::GgufFile& g, const io::GgufTensorInf
 }  // namespace
 
 model::ModelWeights load_gguf_model(const std::filesystem::path& path, bool keep_quantized) {
-  const io::GgufFile g = io::read_gguf(path);
+  return gguf_model_weights(io::read_gguf(path), keep_quantized);
+}
+
+model::ModelWeights gguf_model_weights(const io::GgufFile& g, bool keep_quantized) {
+  const std::string path = g.file ? g.file->path().string() : std::string("<gguf>");
   model::ModelWeights w;
   w.config = gguf_model_config(g.header);
   const bool llama = w.config.architecture == "LlamaForCausalLM";
@@ -221,8 +225,7 @@ model::ModelWeights load_gguf_model(const std::filesystem::path& path, bool keep
     }
     const auto name = hf_name(info.name);
     check(name.has_value(), k_op,
-          "{}: tensor '{}' is not part of a llama/qwen2 model this loader knows", path.string(),
-          info.name);
+          "{}: tensor '{}' is not part of a llama/qwen2 model this loader knows", path, info.name);
     // Matrices of a block type stay quantized; 1-D ones (none in llama.cpp's files) decode.
     const bool quantized = plain_dtype(info.type) == at::kByte && info.ne.size() == 2;
     at::Tensor t = keep_quantized && quantized ? block_rows(g, info) : load_tensor(g, info);
@@ -234,7 +237,7 @@ model::ModelWeights load_gguf_model(const std::filesystem::path& path, bool keep
     else
       w.tensors[*name] = t;
   }
-  validate_weights(w, path.string());
+  validate_weights(w, path);
   return w;
 }
 

@@ -35,6 +35,10 @@ model::ModelConfig gguf_model_config(const io::GgufHeader& header);
 // Loads every tensor of a llama/qwen2 GGUF file (validated as load_model does).
 model::ModelWeights load_gguf_model(const std::filesystem::path& path, bool keep_quantized = false);
 
+// The same from a file already read (open_model reads a GGUF once for its weights,
+// tokenizer and chat template). The tensors keep `gguf.file` mapped.
+model::ModelWeights gguf_model_weights(const io::GgufFile& gguf, bool keep_quantized = false);
+
 // The inverse of llama.cpp's Q/K row permutation for `heads` heads: rows [H·d, in] in
 // the file's order → HF order (see above). Exposed for tests.
 at::Tensor unpermute_llama_qk(const at::Tensor& rows, int64_t heads);

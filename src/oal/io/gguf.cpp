@@ -1,6 +1,7 @@
 #include "oal/io/gguf.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
 #include <fstream>
@@ -365,7 +366,14 @@ const GgufTensorInfo* GgufHeader::find_tensor(const std::string& name) const {
   return nullptr;
 }
 
+namespace {
+std::atomic<uint64_t> g_headers_parsed{0};
+}  // namespace
+
+uint64_t gguf_headers_parsed() { return g_headers_parsed.load(std::memory_order_relaxed); }
+
 GgufHeader parse_gguf_header(const uint8_t* bytes, uint64_t file_size, const std::string& file) {
+  g_headers_parsed.fetch_add(1, std::memory_order_relaxed);
   Cursor c(bytes, file_size, file);
   const uint32_t magic = c.read<uint32_t>("magic");
   check(std::memcmp(&magic, "GGUF", 4) == 0, k_op, "{}: not a GGUF file (expected magic 'GGUF')",

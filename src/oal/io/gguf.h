@@ -103,6 +103,10 @@ GgufHeader parse_gguf_header(const uint8_t* bytes, uint64_t file_size, const std
 // Memory-maps and validates `path`.
 GgufFile read_gguf(const std::filesystem::path& path);
 
+// How many GGUF headers this process has parsed (parse_gguf_header calls, read_gguf's
+// included): how tests check that a model is opened with one read of its file.
+uint64_t gguf_headers_parsed();
+
 // True when `path` starts with the GGUF magic (cheap: reads 4 bytes).
 bool is_gguf_file(const std::filesystem::path& path);
 

@@ -8,9 +8,9 @@
 #include "oal/model/config.h"
 #include "oal/text/tokenizer.h"
 
-namespace oal::generate {
+namespace oal::formats {
 
 std::vector<int32_t> default_stop_tokens(const model::ModelConfig& config,
                                          const text::Tokenizer& tokenizer);
 
-}  // namespace oal::generate
+}  // namespace oal::formats

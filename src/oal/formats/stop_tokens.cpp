@@ -1,8 +1,8 @@
-#include "oal/generate/stop_tokens.h"
+#include "oal/formats/stop_tokens.h"
 
 #include <algorithm>
 
-namespace oal::generate {
+namespace oal::formats {
 
 std::vector<int32_t> default_stop_tokens(const model::ModelConfig& c, const text::Tokenizer& t) {
   std::vector<int32_t> s(c.eos_token_ids.begin(), c.eos_token_ids.end());
@@ -14,4 +14,4 @@ std::vector<int32_t> default_stop_tokens(const model::ModelConfig& c, const text
   return s;
 }
 
-}  // namespace oal::generate
+}  // namespace oal::formats
