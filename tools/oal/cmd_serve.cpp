@@ -11,9 +11,7 @@
 
 #include "command.h"
 #include "oal/core/error.h"
-#include "oal/formats/converted.h"
-#include "oal/formats/find_tokenizer.h"
-#include "oal/generate/stop_tokens.h"
+#include "oal/formats/open_model.h"
 #include "oal/serve/chat_format.h"
 #include "oal/serve/engine.h"
 #include "oal/serve/http_server.h"
@@ -39,10 +37,9 @@ bool is_loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1";
 }
 
-oal::serve::ChatFormat chat_format(const ServeArgs& a) {
+oal::serve::ChatFormat chat_format(const ServeArgs& a, const std::string& stored_template) {
   using oal::serve::ChatFormatKind;
-  if (a.chat_format == "auto")
-    return oal::serve::chat_format_from_template(oal::serve::find_chat_template(a.model));
+  if (a.chat_format == "auto") return oal::serve::chat_format_from_template(stored_template);
   if (a.chat_format == "chatml") return {ChatFormatKind::chatml, {}};
   if (a.chat_format == "llama3") return {ChatFormatKind::llama3, {}};
   return {ChatFormatKind::plain, {}};
@@ -72,19 +69,21 @@ void run(const ServeArgs& a) {
   // A client that closes its connection mid-stream must cost a failed write, not the process.
   std::signal(SIGPIPE, SIG_IGN);
 
-  auto tok = oal::formats::open_tokenizer(a.model, a.tokenizer);
-  const auto model = oal::formats::load_transformer(a.model, a.weights);
-  const oal::serve::ChatFormat chat = chat_format(a);
+  // One read of the model's files (a GGUF is parsed once for all of this).
+  const oal::formats::OpenedModel opened =
+      oal::formats::open_model(a.model, {.tokenizer = a.tokenizer, .transformer = a.weights});
+  const oal::model::Transformer& model = *opened.model;
+  const oal::text::Tokenizer& tok = *opened.tokenizer;
+  const oal::serve::ChatFormat chat = chat_format(a, opened.chat_template);
   oal::serve::ServerOptions so = a.server;
   so.model_name = a.name.empty() ? fs::path(a.model).filename().string() : a.name;
   if (so.model_name.empty()) so.model_name = fs::path(a.model).parent_path().filename().string();
 
   oal::serve::EngineOptions eo = a.engine;
-  eo.store.identity = oal::serve::state_identity(*model);
+  eo.store.identity = oal::serve::state_identity(model);
   eo.log = [](const std::string& notice) { fmt::print(stderr, "oal serve: {}\n", notice); };
-  oal::serve::Engine engine(*model, *tok, eo);
-  oal::serve::Server server(engine, *tok, chat,
-                            oal::generate::default_stop_tokens(model->config(), *tok), so);
+  oal::serve::Engine engine(model, tok, eo);
+  oal::serve::Server server(engine, tok, chat, opened.stop_tokens, so);
   server.bind();
   if (!a.port_file.empty()) write_port_file(a.port_file, server.bound_port());
   fmt::print(stderr,

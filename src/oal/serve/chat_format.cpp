@@ -1,15 +1,8 @@
 #include "oal/serve/chat_format.h"
 
-#include <fstream>
-
-#include <nlohmann/json.hpp>
-
 #include "oal/core/error.h"
-#include "oal/io/gguf.h"
-#include "oal/text/gguf_tokenizer.h"
 
 namespace oal::serve {
-namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* k_op = "chat format";
@@ -57,23 +50,6 @@ ChatFormat chat_format_from_template(const std::string& t) {
                                 "(supported: ChatML as SmolLM2/Qwen2 use it, Llama-3); it begins "
                                 "\"{}\"",
                                 t.substr(0, 80)));
-}
-
-std::string find_chat_template(const fs::path& model_path) {
-  auto from_gguf = [](const fs::path& p) {
-    const io::GgufFile g = io::read_gguf(p);
-    return text::gguf_chat_template(g.header).value_or("");
-  };
-  if (fs::is_regular_file(model_path) && io::is_gguf_file(model_path)) return from_gguf(model_path);
-  const fs::path dir = fs::is_directory(model_path) ? model_path : model_path.parent_path();
-  if (fs::is_regular_file(dir / "tokenizer.gguf")) return from_gguf(dir / "tokenizer.gguf");
-  const fs::path config = dir / "tokenizer_config.json";
-  if (!fs::is_regular_file(config)) return {};
-  std::ifstream in(config);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  check(!j.is_discarded(), k_op, "{}: not valid JSON", config.string());
-  auto it = j.find("chat_template");
-  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
 std::string render_chat(const ChatFormat& f, const std::vector<ChatMessage>& messages) {

@@ -8,7 +8,6 @@
 //   llama3  (Llama-3.x):      <|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>
 //           … <|start_header_id|>assistant<|end_header_id|>\n\n (BOS comes from the tokenizer);
 //   plain   (no template, e.g. stories260K): the contents, one per line.
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -27,13 +26,10 @@ struct ChatFormat {
   std::string name() const;
 };
 
-// The format a template text describes; "" → plain. Throws oal::Error("[chat format] ...")
+// The format a template text describes (formats::open_model finds the text stored with a
+// model); "" → plain. Throws oal::Error("[chat format] ...")
 // for a template of a format not recognised, naming the supported ones.
 ChatFormat chat_format_from_template(const std::string& template_text);
-
-// The chat template stored with a model: inside a .gguf file, a converted directory's
-// tokenizer.gguf, or an HF directory's tokenizer_config.json ("" when there is none).
-std::string find_chat_template(const std::filesystem::path& model_path);
 
 // The prompt for `messages`, ending where the assistant's answer begins.
 std::string render_chat(const ChatFormat& format, const std::vector<ChatMessage>& messages);

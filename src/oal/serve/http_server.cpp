@@ -2,8 +2,8 @@
 
 #include <httplib.h>
 
+#include <cstring>
 #include <ctime>
-#include <functional>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -17,59 +17,12 @@ namespace {
 using nlohmann::json;
 constexpr auto k_wait = std::chrono::milliseconds(200);
 
-// JSON text that never throws on bytes that are not UTF-8 (they become U+FFFD).
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(dump(body), "application/json");
+  res.set_content(dump_json(body), "application/json");
 }
 
 void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status(), e.body()); }
-
-// The pieces of a request the OpenAI shapes differ in.
-struct Shape {
-  bool chat = false;
-  std::string id, model;
-  int64_t created = 0;
-
-  json usage(const StreamEvent& done) const {
-    return {{"prompt_tokens", done.prompt_tokens},
-            {"completion_tokens", done.completion_tokens},
-            {"total_tokens", done.prompt_tokens + done.completion_tokens},
-            {"prompt_tokens_details", {{"cached_tokens", done.cached_tokens}}}};
-  }
-  json head(const char* object) const {
-    return {{"id", id}, {"object", object}, {"created", created}, {"model", model}};
-  }
-  // The whole answer (stream: false).
-  json response(const std::string& text, const StreamEvent& done) const {
-    json j = head(chat ? "chat.completion" : "text_completion");
-    json choice = {{"index", 0}, {"finish_reason", done.finish_reason}};
-    if (chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
-    else choice["text"] = text, choice["logprobs"] = nullptr;
-    j["choices"] = json::array({choice});
-    j["usage"] = usage(done);
-    j["conversation_id"] = done.conversation_id;  // an extension: continue it by this id
-    return j;
-  }
-  // One SSE chunk: a piece of text, or (finish non-empty) the last chunk.
-  json chunk(const std::string& text, const std::string& finish, bool first) const {
-    json j = head(chat ? "chat.completion.chunk" : "text_completion");
-    json choice = {{"index", 0}, {"finish_reason", finish.empty() ? json() : json(finish)}};
-    if (chat) {
-      json delta = json::object();
-      if (first) delta["role"] = "assistant";
-      if (!text.empty() || first) delta["content"] = text;
-      choice["delta"] = delta;
-    } else {
-      choice["text"] = text;
-      choice["logprobs"] = nullptr;
-    }
-    j["choices"] = json::array({choice});
-    return j;
-  }
-};
 
 ApiError generation_failed(const std::string& why) {
   return ApiError(500, "server_error", "", "generation failed: " + why);
@@ -156,158 +109,171 @@ std::string Server::metrics_text() const {
 }
 
 void Server::routes() {
-  // Errors httplib answers itself (404 unknown route, 413 body too large, 400 bad
-  // framing) get an OpenAI-shaped body too.
-  http_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    const int st = res.status;
-    const std::string msg =
-        st == 404 ? fmt::format("no route {} {}; the routes are /v1/completions, "
-                                "/v1/chat/completions, /v1/models, /health, /metrics", req.method, req.path)
-        : st == 413 ? fmt::format("the request body is larger than {} bytes", options_.max_body_bytes)
-                    : fmt::format("HTTP error {}", st);
-    send_error(res, ApiError(st, "invalid_request_error", "", msg));
-    count(st == 404 ? "(unknown route)" : req.path, st);  // arbitrary paths would be unbounded labels
-  });
-  http_->set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown error";
+  http_->set_error_handler([this](const auto& req, auto& res) { http_error(req, res); });
+  http_->set_exception_handler(
+      [this](const auto& req, auto& res, std::exception_ptr ep) { uncaught(req, res, ep); });
+  http_->Post("/v1/completions", api("/v1/completions", &Server::completions));
+  http_->Post("/v1/chat/completions", api("/v1/chat/completions", &Server::chat_completions));
+  http_->Get("/v1/models", api("/v1/models", &Server::models));
+  http_->Get("/health", [this](const auto& req, auto& res) { health(req, res); });
+  http_->Get("/metrics", [this](const auto& req, auto& res) { metrics(req, res); });
+}
+
+Server::HttpHandler Server::api(const std::string& route, Route handler) {
+  return [this, route, handler](const httplib::Request& req, httplib::Response& res) {
     try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
+      check_auth(req);
+      (this->*handler)(req, res);
+    } catch (const ApiError& e) {
+      send_error(res, e);
+      count(route, e.status());
     }
-    send_error(res, ApiError(500, "server_error", "", what));
-    count(req.path, 500);
-  });
-
-  auto check_auth = [this](const httplib::Request& req) {
-    if (options_.api_key.empty()) return;
-    if (req.get_header_value("Authorization") != "Bearer " + options_.api_key)
-      throw ApiError(401, "authentication_error", "",
-                     "invalid or missing API key; send the header 'Authorization: Bearer <key>'",
-                     "invalid_api_key");
   };
-  auto check_model = [this](const std::string& model) {
-    if (!model.empty() && model != options_.model_name)
-      throw ApiError(404, "invalid_request_error", "model",
-                     fmt::format("the model '{}' does not exist; this server serves '{}'", model,
-                                 options_.model_name),
-                     "model_not_found");
-  };
+}
 
-  // Runs a generation and answers it (whole, or as SSE).
-  auto generate = [this](const std::string& route, httplib::Response& res, GenerationJob job,
-                         Shape shape) {
-    const bool stream = job.params.stream;
-    std::shared_ptr<RequestStream> events = engine_.submit(std::move(job));
-    if (!stream) {
-      std::string text;
-      for (;;) {
-        auto e = events->next(k_wait);
-        if (!e) continue;
-        if (!e->done) {
-          text += e->text;
-          continue;
-        }
-        if (e->finish_reason == "error") throw generation_failed(e->error);
-        send_json(res, 200, shape.response(text, *e));
-        count(route, 200);
-        return;
-      }
+void Server::completions(const httplib::Request& req, httplib::Response& res) {
+  CompletionRequest r = parse_completion_request(req.body, options_.limits);
+  check_model(r.model);
+  GenerationJob job{
+      .prompt = r.prompt ? tokenizer_.encode(*r.prompt, /*add_bos=*/true) : r.prompt_tokens,
+      .params = r.params,
+      .stop_tokens = r.params.ignore_eos ? std::vector<int32_t>{} : stop_tokens_};
+  answer("/v1/completions", res, std::move(job), next_shape(false));
+}
+
+void Server::chat_completions(const httplib::Request& req, httplib::Response& res) {
+  ChatRequest r = parse_chat_request(req.body, options_.limits);
+  check_model(r.model);
+  GenerationJob job{
+      .prompt = tokenizer_.encode(render_chat(chat_, r.messages), /*add_bos=*/true),
+      .params = r.params,
+      .stop_tokens = r.params.ignore_eos ? std::vector<int32_t>{} : chat_stop_tokens_};
+  answer("/v1/chat/completions", res, std::move(job), next_shape(true));
+}
+
+void Server::models(const httplib::Request&, httplib::Response& res) {
+  const json model = {
+      {"id", options_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "oal"}};
+  send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
+  count("/v1/models", 200);
+}
+
+void Server::health(const httplib::Request&, httplib::Response& res) {
+  const EngineStats s = engine_.stats();
+  send_json(res, 200, {{"status", "ok"}, {"active", s.active}, {"queued", s.queued}});
+}
+
+void Server::metrics(const httplib::Request&, httplib::Response& res) {
+  res.set_content(metrics_text(), "text/plain; version=0.0.4");
+}
+
+void Server::http_error(const httplib::Request& req, httplib::Response& res) {
+  if (!res.body.empty()) return;
+  const int st = res.status;
+  const std::string msg =
+      st == 404 ? fmt::format("no route {} {}; the routes are /v1/completions, "
+                              "/v1/chat/completions, /v1/models, /health, /metrics",
+                              req.method, req.path)
+      : st == 413 ? fmt::format("the request body is larger than {} bytes", options_.max_body_bytes)
+                  : fmt::format("HTTP error {}", st);
+  send_error(res, ApiError(st, "invalid_request_error", "", msg));
+  // Arbitrary paths would make unbounded metric labels.
+  count(st == 404 ? "(unknown route)" : req.path, st);
+}
+
+void Server::uncaught(const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+  std::string what = "unknown error";
+  try {
+    std::rethrow_exception(ep);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  send_error(res, ApiError(500, "server_error", "", what));
+  count(req.path, 500);
+}
+
+void Server::check_auth(const httplib::Request& req) const {
+  if (options_.api_key.empty()) return;
+  if (req.get_header_value("Authorization") != "Bearer " + options_.api_key)
+    throw ApiError(401, "authentication_error", "",
+                   "invalid or missing API key; send the header 'Authorization: Bearer <key>'",
+                   "invalid_api_key");
+}
+
+void Server::check_model(const std::string& model) const {
+  if (!model.empty() && model != options_.model_name)
+    throw ApiError(404, "invalid_request_error", "model",
+                   fmt::format("the model '{}' does not exist; this server serves '{}'", model,
+                               options_.model_name),
+                   "model_not_found");
+}
+
+ResponseShape Server::next_shape(bool chat) {
+  const int64_t n = next_id_++;
+  return ResponseShape{chat, fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", n),
+                       options_.model_name, static_cast<int64_t>(std::time(nullptr))};
+}
+
+void Server::answer(const std::string& route, httplib::Response& res, GenerationJob job,
+                    ResponseShape shape) {
+  const bool stream = job.params.stream;
+  std::shared_ptr<RequestStream> events = engine_.submit(std::move(job));
+  if (stream)
+    answer_stream(route, res, std::move(events), std::move(shape));
+  else
+    answer_whole(route, res, std::move(events), shape);
+}
+
+void Server::answer_whole(const std::string& route, httplib::Response& res,
+                          std::shared_ptr<RequestStream> events, const ResponseShape& shape) {
+  std::string text;
+  for (;;) {
+    auto e = events->next(k_wait);
+    if (!e) continue;
+    if (!e->done) {
+      text += e->text;
+      continue;
     }
-    res.set_header("Cache-Control", "no-cache");
-    auto first = std::make_shared<bool>(true);
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [events, shape, first](size_t, httplib::DataSink& sink) {
-          auto e = events->next(k_wait);
-          if (!e) return true;  // nothing yet; httplib calls again
-          auto send = [&](const json& j) {
-            const std::string line = "data: " + dump(j) + "\n\n";
-            return sink.write(line.data(), line.size());
-          };
-          if (!e->done) {
-            const bool ok = send(shape.chunk(e->text, "", *first));
-            *first = false;
-            return ok;  // false: the client went away (the releaser cancels)
-          }
-          if (e->finish_reason == "error") {
-            send(generation_failed(e->error).body());
-          } else {
-            if (*first) send(shape.chunk("", "", true));
-            json last = shape.chunk("", e->finish_reason, false);
-            last["usage"] = shape.usage(*e);
-            last["conversation_id"] = e->conversation_id;
-            send(last);
-          }
-          const std::string end = "data: [DONE]\n\n";
-          sink.write(end.data(), end.size());
-          sink.done();
-          return true;
-        },
-        [this, events, route](bool success) {
-          events->cancel();  // a no-op for a generation that already ended
-          count(route, success ? 200 : 499);
-        });
-  };
+    if (e->finish_reason == "error") throw generation_failed(e->error);
+    send_json(res, 200, shape.response(text, *e));
+    count(route, 200);
+    return;
+  }
+}
 
-  auto shape_for = [this](bool chat) {
-    const int64_t n = next_id_++;
-    return Shape{chat, fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", n), options_.model_name,
-                 static_cast<int64_t>(std::time(nullptr))};
-  };
-
-  // A /v1 route: authentication first, and any ApiError answered and counted.
-  using Body = std::function<void(const httplib::Request&, httplib::Response&)>;
-  auto api_route = [=, this](const std::string& route, Body body) {
-    return [=, this](const httplib::Request& req, httplib::Response& res) {
-      try {
-        check_auth(req);
-        body(req, res);
-      } catch (const ApiError& e) {
-        send_error(res, e);
-        count(route, e.status());
-      }
+void Server::answer_stream(const std::string& route, httplib::Response& res,
+                           std::shared_ptr<RequestStream> events, ResponseShape shape) {
+  res.set_header("Cache-Control", "no-cache");
+  auto first = std::make_shared<bool>(true);
+  // httplib calls the provider until it says done: one event (or a wait) per call.
+  auto provide = [events, shape, first](size_t, httplib::DataSink& sink) {
+    auto e = events->next(k_wait);
+    if (!e) return true;  // nothing yet; httplib calls again
+    auto send = [&](const json& j) {
+      const std::string line = sse_event(j);
+      return sink.write(line.data(), line.size());
     };
+    if (!e->done) {
+      const bool ok = send(shape.chunk(e->text, "", *first));
+      *first = false;
+      return ok;  // false: the client went away (the releaser cancels)
+    }
+    if (e->finish_reason == "error") {
+      send(generation_failed(e->error).body());
+    } else {
+      if (*first) send(shape.chunk("", "", true));
+      send(shape.last_chunk(*e));
+    }
+    sink.write(k_sse_done, std::strlen(k_sse_done));
+    sink.done();
+    return true;
   };
-
-  http_->Post("/v1/completions", api_route("/v1/completions", [=, this](const httplib::Request& req,
-                                                                         httplib::Response& res) {
-    CompletionRequest r = parse_completion_request(req.body, options_.limits);
-    check_model(r.model);
-    GenerationJob job{.prompt = r.prompt ? tokenizer_.encode(*r.prompt, /*add_bos=*/true) : r.prompt_tokens,
-                      .params = r.params,
-                      .stop_tokens = r.params.ignore_eos ? std::vector<int32_t>{} : stop_tokens_};
-    generate("/v1/completions", res, std::move(job), shape_for(false));
-  }));
-
-  http_->Post("/v1/chat/completions", api_route("/v1/chat/completions", [=, this](const httplib::Request& req,
-                                                                                   httplib::Response& res) {
-    ChatRequest r = parse_chat_request(req.body, options_.limits);
-    check_model(r.model);
-    GenerationJob job{.prompt = tokenizer_.encode(render_chat(chat_, r.messages), /*add_bos=*/true),
-                      .params = r.params,
-                      .stop_tokens = r.params.ignore_eos ? std::vector<int32_t>{} : chat_stop_tokens_};
-    generate("/v1/chat/completions", res, std::move(job), shape_for(true));
-  }));
-
-  http_->Get("/v1/models", api_route("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200,
-              {{"object", "list"},
-               {"data", json::array({{{"id", options_.model_name}, {"object", "model"},
-                                      {"created", 0}, {"owned_by", "oal"}}})}});
-    count("/v1/models", 200);
-  }));
-
-  http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    const EngineStats s = engine_.stats();
-    send_json(res, 200, {{"status", "ok"}, {"active", s.active}, {"queued", s.queued}});
-  });
-
-  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_text(), "text/plain; version=0.0.4");
-  });
+  auto release = [this, events, route](bool success) {
+    events->cancel();  // a no-op for a generation that already ended
+    count(route, success ? 200 : 499);
+  };
+  res.set_chunked_content_provider("text/event-stream", provide, release);
 }
 
 }  // namespace oal::serve

@@ -6,6 +6,8 @@
 // above max_body_bytes get 413. With an api_key, /v1/* needs "Authorization: Bearer KEY".
 #include <atomic>
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -14,10 +16,13 @@
 #include "oal/serve/chat_format.h"
 #include "oal/serve/engine.h"
 #include "oal/serve/openai_request.h"
+#include "oal/serve/openai_response.h"
 
 namespace httplib {
 class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace oal::serve {
 
@@ -46,7 +51,38 @@ class Server {
   void stop();
 
  private:
+  using HttpHandler = std::function<void(const httplib::Request&, httplib::Response&)>;
+  using Route = void (Server::*)(const httplib::Request&, httplib::Response&);
+
+  // The route table: each path to its handler below.
   void routes();
+  // A /v1 route: authentication first; an ApiError is answered and counted as `route`.
+  HttpHandler api(const std::string& route, Route handler);
+
+  // The handlers, one per route.
+  void completions(const httplib::Request& req, httplib::Response& res);
+  void chat_completions(const httplib::Request& req, httplib::Response& res);
+  void models(const httplib::Request& req, httplib::Response& res);
+  void health(const httplib::Request& req, httplib::Response& res);
+  void metrics(const httplib::Request& req, httplib::Response& res);
+  // What httplib answers itself (404, 413, bad framing) and what escapes a handler, in
+  // OpenAI's error shape.
+  void http_error(const httplib::Request& req, httplib::Response& res);
+  void uncaught(const httplib::Request& req, httplib::Response& res, std::exception_ptr ep);
+
+  // Throw ApiError 401 / 404 unless the key / model is the server's.
+  void check_auth(const httplib::Request& req) const;
+  void check_model(const std::string& model) const;
+  // The id, model and time of a new answer.
+  ResponseShape next_shape(bool chat);
+  // Runs a generation and answers it whole, or as SSE for "stream": true.
+  void answer(const std::string& route, httplib::Response& res, GenerationJob job,
+              ResponseShape shape);
+  void answer_whole(const std::string& route, httplib::Response& res,
+                    std::shared_ptr<RequestStream> events, const ResponseShape& shape);
+  void answer_stream(const std::string& route, httplib::Response& res,
+                     std::shared_ptr<RequestStream> events, ResponseShape shape);
+
   // Counts a finished request by route and status (for /metrics).
   void count(const std::string& route, int status);
   std::string metrics_text() const;
