@@ -1,10 +1,10 @@
 #include "oal/generate/generate.h"
 
-#include <algorithm>
 #include <chrono>
 
 #include "oal/core/error.h"
 #include "oal/generate/decode_session.h"
+#include "oal/generate/token_picker.h"
 
 namespace oal::generate {
 namespace {
@@ -23,14 +23,15 @@ GenerateResult generate(const model::Transformer& model, const std::vector<int32
   check(options.max_new_tokens >= 0, k_op, "max_new_tokens must be >= 0, got {}",
         options.max_new_tokens);
   const int64_t max_pos = model.config().max_position_embeddings;
-  const int64_t total = static_cast<int64_t>(prompt.size()) + options.max_new_tokens;
-  check(max_pos <= 0 || total <= max_pos, k_op,
-        "prompt ({} tokens) + {} new tokens = {} exceeds max_position_embeddings {}", prompt.size(),
-        options.max_new_tokens, total, max_pos);
-  Sampler sampler(options.sampler);
-  DecodeSession session(model, 1);
+  const auto n = static_cast<int64_t>(prompt.size());
+  check(fits_context(n, options.max_new_tokens, max_pos), k_op,
+        "prompt ({} tokens) + {} new tokens = {} exceeds max_position_embeddings {}", n,
+        options.max_new_tokens, n + options.max_new_tokens, max_pos);
+  (void)Sampler(options.sampler);  // bad sampler options fail even when nothing is generated
   GenerateResult result;
   if (options.max_new_tokens == 0) return result;
+  TokenPicker picker(options.sampler, options.stop_tokens, options.max_new_tokens, max_pos);
+  DecodeSession session(model, 1);
 
   auto t0 = std::chrono::steady_clock::now();
   at::Tensor ids =
@@ -39,17 +40,13 @@ GenerateResult generate(const model::Transformer& model, const std::vector<int32
   result.prefill_seconds = seconds_since(t0);
 
   t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < options.max_new_tokens; ++i) {
-    const auto next = static_cast<int32_t>(sampler.sample(logits[0]));
-    result.tokens.push_back(next);
-    if (on_token) on_token(next);
-    const auto& stops = options.stop_tokens;
-    if (std::find(stops.begin(), stops.end(), next) != stops.end()) {
-      result.stopped = true;
-      break;
-    }
-    if (i + 1 < options.max_new_tokens)
-      logits = session.extend_last(at::full({1, 1}, next, at::kLong));
+  for (int64_t held = n;; ++held) {
+    const TokenPicker::Pick p = picker.pick(logits[0], held);
+    result.tokens.push_back(p.token);
+    if (on_token) on_token(p.token);
+    result.stopped = p.end == EndReason::stop;
+    if (p.end != EndReason::none) break;
+    logits = session.extend_last(at::full({1, 1}, p.token, at::kLong));
   }
   result.decode_seconds = seconds_since(t0);
   return result;

@@ -14,7 +14,7 @@ namespace oal::generate {
 struct GenerateOptions {
   int64_t max_new_tokens = 0;        // >= 0
   SamplerOptions sampler;            // greedy by default
-  std::vector<int64_t> stop_tokens;  // generation ends after producing one of these
+  std::vector<int32_t> stop_tokens;  // generation ends after producing one of these
 };
 
 struct GenerateResult {

@@ -7,7 +7,7 @@
 #endif
 
 #include "oal/core/error.h"
-#include "oal/generate/sampler.h"
+#include "oal/generate/token_picker.h"
 #include "oal/serve/api_error.h"
 #include "oal/serve/text_stream.h"
 
@@ -49,7 +49,7 @@ struct Engine::Sequence {
   GenerationJob job;
   std::shared_ptr<RequestStream> out = std::make_shared<RequestStream>();
   model::Transformer::LayerStates states;
-  generate::Sampler sampler;
+  generate::TokenPicker picker;
   TextStream text;
   std::string conversation_id;
   std::vector<int32_t> fed;    // tokens the states absorbed (saved prefix, prompt, output)
@@ -57,11 +57,11 @@ struct Engine::Sequence {
   int64_t prefilled = 0;       // prompt tokens in the states so far
   int32_t prev = -1;           // the last token, for decode_token
   int32_t next_token = -1;     // sampled, to be fed at the next decode step
-  int64_t generated = 0;
   bool finished = false;
 
-  Sequence(GenerationJob j, generate::SamplerOptions so)
-      : job(std::move(j)), sampler(so), text(job.params.stop) {}
+  Sequence(GenerationJob j, generate::SamplerOptions so, int64_t context)
+      : job(std::move(j)), picker(so, job.stop_tokens, job.params.max_tokens, context),
+        text(job.params.stop) {}
   bool prefilling() const { return prefilled < static_cast<int64_t>(job.prompt.size()); }
 };
 
@@ -101,7 +101,7 @@ std::shared_ptr<RequestStream> Engine::submit(GenerationJob job) {
     if (id < 0 || id >= vocab)
       throw bad_request("prompt", "token id {} is outside the vocabulary [0, {})", id, vocab);
   const int64_t ctx = context_length();
-  if (ctx > 0 && n + job.params.max_tokens > ctx)
+  if (!generate::fits_context(n, job.params.max_tokens, ctx))
     throw bad_request("max_tokens",
                       "this model's maximum context length is {} tokens; the request needs {} "
                       "({} in the prompt, {} for the completion): shorten the prompt or lower max_tokens",
@@ -118,7 +118,7 @@ std::shared_ptr<RequestStream> Engine::submit(GenerationJob job) {
                                stats_.active, pending_.size()),
                    "server_busy");
   so.seed = job.params.seed.value_or(next_seed_++);
-  auto s = std::make_unique<Sequence>(std::move(job), so);
+  auto s = std::make_unique<Sequence>(std::move(job), so, ctx);
   auto out = s->out;
   pending_.push_back(std::move(s));
   stats_.queued = static_cast<int64_t>(pending_.size());
@@ -234,19 +234,16 @@ void Engine::decode_all() {
 }
 
 void Engine::take_token(Sequence& s, const at::Tensor& logits) {
+  using generate::EndReason;
   s.next_token = -1;
-  const auto id = static_cast<int32_t>(s.sampler.sample(logits));
-  s.generated += 1;
-  const auto& stops = s.job.stop_tokens;
-  if (std::find(stops.begin(), stops.end(), id) != stops.end()) return finish(s, "stop");
+  const auto [id, end] = s.picker.pick(logits, s.states.front()->tokens());
+  if (end == EndReason::stop) return finish(s, "stop");  // a stop token is not text
   const std::string piece = tokenizer_.decode_token(s.prev, id);
   s.prev = id;
   const std::string text = s.text.push(piece);
   if (!text.empty()) s.out->push({.text = text});
   if (s.text.stopped()) return finish(s, "stop");
-  if (s.generated >= s.job.params.max_tokens) return finish(s, "length");
-  const int64_t ctx = context_length();
-  if (ctx > 0 && s.states.front()->tokens() >= ctx) return finish(s, "length");
+  if (end == EndReason::length) return finish(s, "length");
   s.next_token = id;
 }
 
@@ -266,14 +263,14 @@ void Engine::finish(Sequence& s, const std::string& reason, const std::string& e
     else if (reason == "error") stats_.requests_failed += 1;
     else stats_.requests_finished += 1;
     stats_.prompt_tokens += s.prefilled - s.cached;
-    stats_.completion_tokens += s.generated;
+    stats_.completion_tokens += s.picker.picked();
   }
   if (reason == "cancelled") return;
   const std::string rest = normal ? s.text.finish() : "";
   if (!rest.empty()) s.out->push({.text = rest});
   s.out->push({.done = true, .finish_reason = reason, .error = error,
                .prompt_tokens = static_cast<int64_t>(s.job.prompt.size()),
-               .completion_tokens = s.generated, .cached_tokens = s.cached,
+               .completion_tokens = s.picker.picked(), .cached_tokens = s.cached,
                .conversation_id = normal ? s.conversation_id : ""});
 }
 
