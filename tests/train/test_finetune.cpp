@@ -5,13 +5,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <stdexcept>
 
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/core/error.h"
-#include "oal/train/finetune.h"
+#include "oal/train/trainer.h"
 #include "common/tiny_model.h"
 
 namespace {
@@ -65,6 +66,38 @@ TEST(Finetune, LearnsAndKeepsBestCheckpoint) {
   // computation, same order: equal to rounding of repeated identical forwards).
   EXPECT_NEAR(train::mean_block_nll(s.net, data().val), r.best_val_nll, 1e-9);
   EXPECT_EQ(train::load_checkpoint(dir, "best")->step, r.best_step);
+  fs::remove_all(dir);
+}
+
+TEST(Trainer, DrivenByHandIsTheSameRunAsFinetune) {
+  // finetune() is a loop over Trainer; a caller's own loop (here: one extra validation
+  // at update 3, outside the schedule) takes the same updates, so the weights after the
+  // last update are the same to the bit, and its validation at 2, 4, 6 equal finetune's.
+  auto ref_dir = fresh_dir("trainer_ref"), dir = fresh_dir("trainer_hand");
+  HybridRun ref_run, hand_run;
+  const train::FinetuneData d = data();
+  const auto ref = train::finetune(ref_run.net, ref_run.lora, ref_run.kernel, d, options(),
+                                   ref_dir, false);
+  train::Trainer t(hand_run.net, hand_run.lora, hand_run.kernel, d, options(), dir);
+  EXPECT_FALSE(t.resume());  // nothing to resume in a fresh directory
+  EXPECT_THROW(t.step(), Error);  // before start()
+  t.start();
+  while (!t.finished()) {
+    const train::StepRecord r = t.step();
+    EXPECT_EQ(r.step, t.result().steps);
+    if (t.validation_due() || r.step == 3) t.evaluate();
+  }
+  EXPECT_THROW(t.step(), Error);  // all updates done
+  ASSERT_EQ(t.result().val_log.size(), ref.val_log.size() + 1);
+  for (const auto& v : ref.val_log) {
+    const auto it = std::find_if(t.result().val_log.begin(), t.result().val_log.end(),
+                                 [&](const train::ValRecord& h) { return h.step == v.step; });
+    ASSERT_NE(it, t.result().val_log.end()) << "step " << v.step;
+    EXPECT_EQ(it->nll, v.nll) << "step " << v.step;
+  }
+  const auto a = train::load_checkpoint(ref_dir, "last"), b = train::load_checkpoint(dir, "last");
+  for (const auto& [name, tensor] : a->tensors) EXPECT_TRUE(at::equal(tensor, b->tensors.at(name))) << name;
+  fs::remove_all(ref_dir);
   fs::remove_all(dir);
 }
 

@@ -11,11 +11,11 @@
 
 #include "oal/adapt/hybrid.h"
 #include "oal/adapt/lora.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/convert/convert.h"
 #include "oal/core/error.h"
 #include "oal/fixtures/synthetic.h"
-#include "oal/train/finetune.h"
+#include "oal/train/trainer.h"
 
 namespace oal::demo {
 namespace fs = std::filesystem;
@@ -75,7 +75,8 @@ DemoSection adapt_demo(const AdaptDemoOptions& o, const ProgressFn& progress) {
   fs::remove_all(dir);
   train::FinetuneResult r;
   try {
-    r = train::finetune(m, lora, convert::kernel_parameters(m, layers), data, fo, dir, false, progress);
+    r = train::finetune(m, lora, convert::kernel_parameters(m, layers), data, fo, dir, false,
+                        progress);
   } catch (...) {
     fs::remove_all(dir);
     throw;
@@ -102,12 +103,15 @@ DemoSection adapt_demo(const AdaptDemoOptions& o, const ProgressFn& progress) {
       fmt::format("{} AdamW updates, ctx {}, {} training / {} validation blocks of a noisy "
                   "repeating token pattern; best validation checkpoint kept (update {})",
                   o.steps, o.ctx, o.train_blocks, o.val_blocks, r.best_step),
-      "decode state bytes per layer: softmax KV caches grow with context, OAL HD states stay constant"};
+      "decode state bytes per layer: softmax KV caches grow with context, OAL HD states stay "
+      "constant"};
   s.columns = {"model", "val NLL", "val PPL"};
-  s.rows = {{"softmax (original)", fmt::format("{:.4f}", softmax_nll), fmt::format("{:.3f}", std::exp(softmax_nll))},
+  s.rows = {{"softmax (original)", fmt::format("{:.4f}", softmax_nll),
+             fmt::format("{:.3f}", std::exp(softmax_nll))},
             {"converted, unadapted", fmt::format("{:.4f}", r.val_log.front().nll),
              fmt::format("{:.3f}", std::exp(r.val_log.front().nll))},
-            {"converted + LoRA", fmt::format("{:.4f}", r.best_val_nll), fmt::format("{:.3f}", std::exp(r.best_val_nll))}};
+            {"converted + LoRA", fmt::format("{:.4f}", r.best_val_nll),
+             fmt::format("{:.3f}", std::exp(r.best_val_nll))}};
   nlohmann::json mem = nlohmann::json::array();
   for (size_t l = 0; l < long_bytes.size(); ++l) {
     s.rows.push_back({fmt::format("layer {} ({}) state bytes", l, long_bytes[l].method),

@@ -86,14 +86,16 @@ void save_checkpoint(const fs::path& run_dir, const Checkpoint& ckpt, bool is_be
 
   fs::remove_all(final_dir, ec);
   fs::rename(tmp, final_dir, ec);
-  check(!ec, k_op, "cannot rename '{}' to '{}': {}", tmp.string(), final_dir.string(), ec.message());
+  check(!ec, k_op, "cannot rename '{}' to '{}': {}", tmp.string(), final_dir.string(),
+        ec.message());
   call(hook, "renamed");
 
   nlohmann::json last = {{"dir", rel.generic_string()}, {"step", ckpt.step}};
   io::write_file_atomic(run_dir / "last.json", last.dump(2));
   call(hook, "last");
   if (is_best) {
-    nlohmann::json best = {{"dir", rel.generic_string()}, {"step", ckpt.step}, {"val_nll", val_nll}};
+    nlohmann::json best = {
+        {"dir", rel.generic_string()}, {"step", ckpt.step}, {"val_nll", val_nll}};
     io::write_file_atomic(run_dir / "best.json", best.dump(2));
     call(hook, "best");
   }
@@ -112,7 +114,8 @@ std::optional<Checkpoint> load_checkpoint(const fs::path& run_dir, std::string_v
         "'{}' has no integer 'step'", (*dir / "state.json").string());
   c.step = c.state["step"].get<int64_t>();
   const io::SafetensorsFile file = io::read_safetensors(*dir / "trainable.safetensors");
-  for (const auto& [n, t] : file.tensors) c.tensors[n] = t.clone();  // own the memory, independent of the mapping
+  for (const auto& [n, t] : file.tensors)
+    c.tensors[n] = t.clone();  // own the memory, independent of the mapping
   c.optimizer_state = read_all(*dir / "optimizer.bin");
   return c;
 }

@@ -45,7 +45,8 @@ double chunk_nll(const at::Tensor& h, const Head& head, const at::Tensor& y, at:
     // softmax − onehot, in place on the logits (they are not needed any more).
     logits.sub_(lse).exp_();
     logits.scatter_add_(1, y.unsqueeze(1), at::full({y.size(0), 1}, -1.0f, logits.options()));
-    if (head.w_t.defined() && head.w.device().is_cpu()) grad.copy_(model::kernel_product(logits, head.w_t));
+    if (head.w_t.defined() && head.w.device().is_cpu())
+      grad.copy_(model::kernel_product(logits, head.w_t));
     else at::mm_out(grad, logits, head.w);
   }
   return nll;

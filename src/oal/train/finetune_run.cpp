@@ -25,11 +25,16 @@ namespace {
 void check_disjoint_blocks(const FinetuneRunOptions& o) {
   std::error_code ec;
   if (!fs::equivalent(o.train_text, o.val_text, ec)) return;
-  const text::BlockRange t = text::parse_block_range(o.train_blocks), v = text::parse_block_range(o.val_blocks);
-  auto end = [](const text::BlockRange& r) { return r.end < 0 ? std::numeric_limits<int64_t>::max() : r.end; };
+  const text::BlockRange t = text::parse_block_range(o.train_blocks),
+                         v = text::parse_block_range(o.val_blocks);
+  auto end = [](const text::BlockRange& r) {
+    return r.end < 0 ? std::numeric_limits<int64_t>::max() : r.end;
+  };
   check(end(t) <= v.begin || end(v) <= t.begin, "finetune",
-        "--train and --val are the same file and the blocks overlap (train '{}', val '{}'): give disjoint "
-        "ranges, e.g. --val-blocks 26:58 --train-blocks 58:", o.train_blocks, o.val_blocks);
+        "--train and --val are the same file and the blocks overlap (train '{}', val '{}'): give "
+        "disjoint "
+        "ranges, e.g. --val-blocks 26:58 --train-blocks 58:",
+        o.train_blocks, o.val_blocks);
 }
 
 constexpr const char* k_op = "finetune";
@@ -124,7 +129,8 @@ FinetuneRunResult run_finetune(const FinetuneRunOptions& o, const ProgressFn& pr
     io::write_safetensors(c.out / "kernel_params.safetensors", kt);
   }
   res.model_dir = c.out / "model";
-  convert::export_converted(res.model_dir, lora.merged(w), model, c.method, res.layers, c.model, tok_path);
+  convert::export_converted(res.model_dir, lora.merged(w), model, c.method, res.layers, c.model,
+                            tok_path);
 
   nlohmann::json j;
   j["model"] = c.model;

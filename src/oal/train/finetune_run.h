@@ -18,12 +18,12 @@
 #include "oal/convert/convert.h"
 #include "oal/convert/convert_run.h"
 #include "oal/core/progress.h"
-#include "oal/train/finetune.h"
+#include "oal/train/trainer.h"
 
 namespace oal::train {
 
 struct FinetuneRunOptions {
-  convert::ConvertOptions convert;            // model, calib, method, layers, tokenizer; out = run dir
+  convert::ConvertOptions convert;   // model, calib, method, layers, tokenizer; out = run dir
   std::filesystem::path train_text;  // text files: one token stream each (no BOS)
   std::filesystem::path val_text;
   std::string train_blocks = "all";  // block ranges (text/corpus.h "A:B")

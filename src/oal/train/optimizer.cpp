@@ -41,7 +41,8 @@ void AdamW::set_lr(double lr) {
 }
 
 double AdamW::lr() const {
-  return static_cast<const torch::optim::AdamWOptions&>(impl_->opt->param_groups()[0].options()).lr();
+  return static_cast<const torch::optim::AdamWOptions&>(impl_->opt->param_groups()[0].options())
+      .lr();
 }
 
 void AdamW::zero_grad() {

@@ -9,7 +9,8 @@
 namespace oal::train {
 
 void LrSchedule::validate() const {
-  check(std::isfinite(base_lr) && base_lr > 0, "lr_schedule", "base lr must be > 0, got {}", base_lr);
+  check(std::isfinite(base_lr) && base_lr > 0, "lr_schedule", "base lr must be > 0, got {}",
+        base_lr);
   check(total_steps >= 1, "lr_schedule", "total steps must be >= 1, got {}", total_steps);
   check(warmup_fraction >= 0 && warmup_fraction < 1, "lr_schedule",
         "warm-up fraction must be in [0, 1), got {}", warmup_fraction);
@@ -21,7 +22,8 @@ int64_t LrSchedule::warmup_steps() const {
 }
 
 double LrSchedule::lr(int64_t step) const {
-  check(step >= 0 && step < total_steps, "lr_schedule", "step {} outside [0, {})", step, total_steps);
+  check(step >= 0 && step < total_steps, "lr_schedule", "step {} outside [0, {})", step,
+        total_steps);
   const int64_t w = warmup_steps();
   if (step < w) return base_lr * double(step + 1) / double(w);
   const int64_t decay = total_steps - w;

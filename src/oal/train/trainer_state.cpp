@@ -60,7 +60,8 @@ TrainerState trainer_state_from_json(const json& j, const std::string& where) {
   }
   s.best_step = io::json_int(field(j, "best_step", where), k_op, where + ": best_step");
   s.best_val_nll = number(field(j, "best_val_nll", where), where + ": best_val_nll");
-  s.improved_step = io::json_int_or(j, "improved_step", s.best_step, k_op, where + ": improved_step");
+  s.improved_step =
+      io::json_int_or(j, "improved_step", s.best_step, k_op, where + ": improved_step");
   s.stopped_early = false;
   if (j.contains("stopped_early")) {
     check(j["stopped_early"].is_boolean(), k_op, "{}: stopped_early must be true or false", where);

@@ -10,10 +10,13 @@
 // same updates as an uninterrupted one.
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -24,6 +27,7 @@
 #include "oal/train/checkpoint.h"
 #include "oal/train/optimizer.h"
 #include "oal/train/trainer_state.h"
+#include "oal/train/update.h"
 
 namespace oal::train {
 
@@ -78,16 +82,81 @@ struct FinetuneHooks {
   CheckpointFaultHook checkpoint;
 };
 
+// One LoRA run, update by update: what finetune() drives, and what a caller that wants
+// its own loop (another schedule of validations, a notebook) drives by hand:
+//
+//   Trainer t(model, lora, kernel_params, data, options, run_dir);
+//   if (!(resume && t.resume())) t.start();
+//   while (!t.finished()) { t.step(); if (t.validation_due()) t.evaluate(); }
+//   t.load_best();
+//
 // Trains lora.parameters() and `kernel_params` (name -> leaf tensor with requires_grad;
-// may be empty) on data.train, validating on data.val, checkpointing into `run_dir`.
-// With `resume`, continues from run_dir's last checkpoint (which must come from the same
-// trainable tensors and options); without it, a run_dir that already holds checkpoints
-// is an error. On return the model holds the best checkpoint's tensors.
-// A resumed run that had stopped early returns at once. Errors (oal::Error
-// "[finetune] ...") are raised before any update for: steps < 1, batch < 1, patience < 0,
-// min_delta < 0, empty data, ctx < 2, ctx beyond max_position_embeddings, token ids outside
-// the vocabulary, mismatched ctx between train and val.
-// Progress: (updates done, steps, "updates", "loss x lr y tok/s z").
+// may be empty) on data.train, validating on data.val, checkpointing into `run_dir`. The
+// constructor checks the options and data and raises oal::Error("[finetune] ...") before
+// any update for: steps < 1, batch < 1, patience < 0, min_delta < 0, empty data, ctx < 2,
+// ctx beyond max_position_embeddings, token ids outside the vocabulary, mismatched ctx
+// between train and val, a kernel parameter that is not a trainable leaf.
+class Trainer {
+ public:
+  Trainer(model::Transformer& model, adapt::LoraAdapters& lora,
+          const std::map<std::string, at::Tensor>& kernel_params, const FinetuneData& data,
+          const FinetuneOptions& options, std::filesystem::path run_dir,
+          FinetuneHooks hooks = {});
+
+  // Continues from run_dir's last checkpoint, which must come from the same trainable
+  // tensors and options (else an error); false (nothing done) when there is none.
+  bool resume();
+  // A fresh run: the unadapted model's validation NLL is step 0 and checkpoint 0. A
+  // run_dir that already holds checkpoints is an error (resume, or choose another).
+  void start();
+  // One optimizer update on the next `batch` blocks; its record.
+  StepRecord step();
+  // After the update just taken: validation and a checkpoint are due (every eval_every
+  // updates and after the last).
+  bool validation_due() const;
+  // Validation NLL of the model now: logged, best and early stopping updated, and a
+  // checkpoint written (rank 0), which every rank waits for.
+  double evaluate();
+  // All `steps` updates done, or stopped early (patience ran out).
+  bool finished() const;
+  // Loads the best checkpoint's tensors into the model (adapters in eval mode).
+  void load_best();
+
+  // Updates completed, logs, best, early stopping; seconds and tokens/s of this
+  // invocation's updates.
+  const FinetuneResult& result() const { return res_; }
+
+ private:
+  void save(bool is_best, double val);
+  void assign(const std::map<std::string, at::Tensor>& values);
+  void require_started(const char* what) const;
+  // result().seconds and tokens_per_second: wall time since start() / resume(), its
+  // validations included, as the run's own rate.
+  void update_clock();
+
+  model::Transformer& model_;
+  adapt::LoraAdapters& lora_;
+  const FinetuneData& data_;
+  FinetuneOptions o_;
+  std::filesystem::path run_dir_;
+  FinetuneHooks hooks_;
+  std::shared_ptr<dist::World> world_;
+  std::map<std::string, at::Tensor> named_;  // trainable tensors: adapters, then kernels
+  std::vector<at::Tensor> params_;
+  nlohmann::json signature_;
+  std::unique_ptr<AdamW> opt_;
+  LossHead head_;
+  bool has_checkpoint_ = false, started_ = false;
+  int64_t step_ = 0, tokens_ = 0;
+  std::chrono::steady_clock::time_point t0_;
+  FinetuneResult res_;
+};
+
+// The whole run as Trainer's comment shows, with progress reports and the hooks. With
+// `resume`, continues from run_dir's last checkpoint (or starts when there is none); a
+// resumed run that had stopped early returns at once. On return the model holds the
+// best checkpoint's tensors. Progress: (updates done, steps, "updates",
+// "loss x lr y tok/s z").
 FinetuneResult finetune(model::Transformer& model, adapt::LoraAdapters& lora,
                         const std::map<std::string, at::Tensor>& kernel_params,
                         const FinetuneData& data, const FinetuneOptions& options,
