@@ -29,10 +29,18 @@ struct Operands {
   int64_t kv_index(int64_t bh) const {
     return (bh / s.q_heads) * s.kv_heads + (bh % s.q_heads) / s.group_size();
   }
-  const float* k_rows(int64_t bh) const { return k.data_ptr<float>() + kv_index(bh) * s.k_len * s.dim; }
-  const float* kt_rows(int64_t bh) const { return kt.data_ptr<float>() + kv_index(bh) * s.dim * s.k_len; }
-  const float* v_rows(int64_t bh) const { return v.data_ptr<float>() + kv_index(bh) * s.k_len * s.value_dim; }
-  const float* vt_rows(int64_t bh) const { return vt.data_ptr<float>() + kv_index(bh) * s.value_dim * s.k_len; }
+  const float* k_rows(int64_t bh) const {
+    return k.data_ptr<float>() + kv_index(bh) * s.k_len * s.dim;
+  }
+  const float* kt_rows(int64_t bh) const {
+    return kt.data_ptr<float>() + kv_index(bh) * s.dim * s.k_len;
+  }
+  const float* v_rows(int64_t bh) const {
+    return v.data_ptr<float>() + kv_index(bh) * s.k_len * s.value_dim;
+  }
+  const float* vt_rows(int64_t bh) const {
+    return vt.data_ptr<float>() + kv_index(bh) * s.value_dim * s.k_len;
+  }
 };
 
 Operands operands(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
