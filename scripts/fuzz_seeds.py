@@ -256,6 +256,23 @@ def layer_scores_seeds(out):
     write(out, "layer_scores", "one.json", scores([(0, [0.5])]))
 
 
+def openai_request_seeds(out):
+    """Request bodies of `oal serve`: byte 0 picks the parser (0 completions, 1 chat,
+    2 /tokenize, 3 /detokenize), as fuzz/fuzz_openai_request.cpp reads them."""
+    bodies = [
+        (0, {"model": "m", "prompt": "Once upon a time", "max_tokens": 16, "temperature": 0.7,
+             "top_p": 0.9, "top_k": 40, "seed": 3, "stop": ["\n", "."], "stream": True}),
+        (0, {"prompt": [1, 2, 3], "ignore_eos": True, "conversation_id": "abc-1"}),
+        (1, {"messages": [{"role": "system", "content": "Be brief."},
+                          {"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+             "max_completion_tokens": 8}),
+        (2, {"content": "Hello world", "add_special": True, "with_pieces": True}),
+        (3, {"tokens": [0, 1, 2, 49151]}),
+    ]
+    for i, (parser, body) in enumerate(bodies):
+        write(out, "openai_request", f"body{i}.bin", bytes([parser]) + json.dumps(body).encode())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path)
@@ -272,6 +289,7 @@ def main():
     state_file_seeds(a.out)
     windowed_state_seeds(a.out)
     layer_scores_seeds(a.out)
+    openai_request_seeds(a.out)
     shared_used = [llama2c_model_seeds(a.out, a.shared), official_kernel_seed(a.out, a.shared)]
     shared_used += tokenizer_seeds(a.out, a.shared)
     if not (a.shared / "tok512.bin").exists():

@@ -8,6 +8,7 @@ the client cannot send:
   * greedy (temperature 0) answers are identical run to run, and equal `oal generate`'s;
   * a seed reproduces a sampled answer; stop strings are honoured and never sent;
   * 8 concurrent requests all complete, with the text each gives alone;
+  * /tokenize and /detokenize: ids equal `oal tokenize`'s, pieces and ids round-trip;
   * bad input: malformed JSON, wrong types, unknown model, empty prompt, absurd
     max_tokens, unknown route, oversized body, wrong API key -> OpenAI-shaped errors
     with their 4xx status; a client that disconnects mid-stream leaves no sequence behind;
@@ -267,6 +268,25 @@ def run_checks(port):
             model="stories", prompt=p, max_tokens=12, temperature=0).choices[0].text, prompts))
     assert together == alone, (together, alone)
 
+    # /tokenize and /detokenize (llama-server's routes), through the client's own HTTP
+    # layer (it has no method for them): ids equal `oal tokenize`'s, and round-trip.
+    root = client.with_options(base_url=f"http://127.0.0.1:{port}")
+    tok = root.post("/tokenize", body={"content": prompt, "add_special": True}, cast_to=object)
+    cli = subprocess.run([str(OAL), "tokenize", "--tokenizer", str(MODEL.parent / "tok512.bin"),
+                          "--text", prompt, "--bos", "--json"],
+                         capture_output=True, text=True, check=True)
+    assert tok["tokens"] == json.loads(cli.stdout)["ids"], (tok, cli.stdout)
+    pieces = root.post("/tokenize", body={"content": prompt, "with_pieces": True}, cast_to=object)
+    assert "".join(p["piece"] for p in pieces["tokens"]) == prompt, pieces
+    back = root.post("/detokenize", body={"tokens": [p["id"] for p in pieces["tokens"]]},
+                     cast_to=object)
+    assert back == {"content": prompt}, back
+    assert root.post("/tokenize", body={"content": ""}, cast_to=object) == {"tokens": []}
+    expect_error(port, "/tokenize", '{"content": 5}', 400, "content")
+    expect_error(port, "/detokenize", '{"tokens": [1, -2]}', 400, "tokens")
+    expect_error(port, "/detokenize", '{"tokens": [100000]}', 400, "tokens")
+    expect_error(port, "/tokenize", '{"content": "x"}', 401, key="wrong")
+
     # Bad input: OpenAI-shaped errors with their status.
     comp = "/v1/completions"
     expect_error(port, comp, "{not json", 400)
@@ -309,6 +329,8 @@ def run_checks(port):
     assert status == 200 and "oal_generations_cancelled_total 1" in metrics, metrics
     assert 'oal_requests_total{route="/v1/completions",status="400"}' in metrics
     assert "oal_state_bytes 0" in metrics
+    # Per-slot gauges are declared; with no active sequence they hold no sample.
+    assert "# TYPE oal_slot_tokens gauge" in metrics and "oal_slot_tokens{" not in metrics, metrics
 
 
 if __name__ == "__main__":

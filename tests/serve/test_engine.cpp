@@ -181,3 +181,50 @@ TEST(Engine, BusyAnswers503AndCancelFreesTheSlot) {
   EXPECT_EQ(engine.stats().state_bytes, 0);
   EXPECT_EQ(engine.stats().requests_cancelled, 2);
 }
+
+TEST(Engine, SlotsAreNumberedAndReportTheirSequences) {
+  model::ModelWeights w = test::tiny_weights(5);
+  w.config.max_position_embeddings = 8192;
+  model::Transformer m(w);
+  auto tok = tiny_tokenizer();
+  serve::Engine engine(m, *tok, {.max_sequences = 3, .max_queued = 4, .prefill_chunk = 8});
+  serve::GenerationJob job{.prompt = {1, 2, 3}, .params = {}, .stop_tokens = {}};
+  job.params.max_tokens = 8000;  // long enough to still run while the test looks
+  auto a = engine.submit(job);
+  job.prompt = {4, 5, 6, 7, 8};
+  auto b = engine.submit(job);
+  // Wait until both decode (each has generated a token).
+  auto wait_for = [&](auto done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!done(engine.stats()) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return engine.stats();
+  };
+  serve::EngineStats s = wait_for([](const serve::EngineStats& st) {
+    return st.slots.size() == 2 && st.slots[0].generated > 0 && st.slots[1].generated > 0;
+  });
+  ASSERT_EQ(s.slots.size(), 2u);
+  EXPECT_EQ(s.slots[0].slot, 0);
+  EXPECT_EQ(s.slots[1].slot, 1);
+  EXPECT_EQ(s.slots[0].prompt_tokens, 3);
+  EXPECT_EQ(s.slots[1].prompt_tokens, 5);
+  int64_t bytes = 0;
+  for (const serve::SlotStats& slot : s.slots) {
+    EXPECT_FALSE(slot.prefilling);
+    // The states hold the prompt and every token fed back (all but the newest one).
+    EXPECT_EQ(slot.tokens_held, slot.prompt_tokens + slot.generated - 1) << slot.slot;
+    EXPECT_GT(slot.state_bytes, 0);
+    bytes += slot.state_bytes;
+  }
+  EXPECT_EQ(bytes, s.state_bytes);  // the slots add up to the total
+  // Slot 0 freed, then a new sequence takes the lowest free slot: 0 again, beside 1.
+  a->cancel();
+  wait_for([](const serve::EngineStats& st) { return st.slots.size() == 1; });
+  auto c = engine.submit(job);
+  s = wait_for([](const serve::EngineStats& st) { return st.slots.size() == 2; });
+  ASSERT_EQ(s.slots.size(), 2u);
+  EXPECT_EQ(s.slots[0].slot, 0);
+  EXPECT_EQ(s.slots[1].slot, 1);
+  b->cancel();
+  c->cancel();
+}

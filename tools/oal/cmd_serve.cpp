@@ -92,7 +92,8 @@ void run(const ServeArgs& a) {
              so.model_name, so.host, server.bound_port(), chat.name(), engine.context_length(),
              a.engine.max_sequences);
   std::thread watcher([&server] {
-    while (!g_stop_requested && server_running) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    while (!g_stop_requested && server_running)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     server.stop();
   });
   server.run();
@@ -103,43 +104,53 @@ void run(const ServeArgs& a) {
 }
 
 oal::cli::Registrar reg{
-    "serve", "OpenAI-compatible HTTP server (completions, chat, streaming) with continuous batching",
+    "serve",
+    "OpenAI-compatible HTTP server (completions, chat, streaming) with continuous batching",
     [](CLI::App& app) {
       auto a = std::make_shared<ServeArgs>();
       app.add_option("--model", a->model,
                      "HF model directory, .gguf file, llama2.c checkpoint or converted directory")
           ->required();
-      app.add_option("--tokenizer", a->tokenizer, "Tokenizer file (default: found beside the model)");
-      app.add_option("--name", a->name, "Model id the API reports and requests may name (default: the file name)");
-      app.add_option("--host", a->server.host, "Address to listen on; anything but loopback needs --api-key")
+      app.add_option("--tokenizer", a->tokenizer,
+                     "Tokenizer file (default: found beside the model)");
+      app.add_option("--name", a->name,
+                     "Model id the API reports and requests may name (default: the file name)");
+      app.add_option("--host", a->server.host,
+                     "Address to listen on; anything but loopback needs --api-key")
           ->capture_default_str();
       app.add_option("--port", a->server.port, "Port (0 = any free port; see --port-file)")
           ->capture_default_str()
           ->check(CLI::Range(0, 65535));
-      app.add_option("--port-file", a->port_file, "Write the bound port to this file once listening");
-      app.add_option("--api-key", a->server.api_key, "Require 'Authorization: Bearer KEY' on /v1/*");
-      app.add_option("--chat-format", a->chat_format,
-                     "Chat prompt format: auto (from the model's chat template), chatml, llama3, plain")
+      app.add_option("--port-file", a->port_file,
+                     "Write the bound port to this file once listening");
+      app.add_option("--api-key", a->server.api_key,
+                     "Require 'Authorization: Bearer KEY' on /v1/*, /tokenize and /detokenize");
+      app.add_option(
+             "--chat-format", a->chat_format,
+             "Chat prompt format: auto (from the model's chat template), chatml, llama3, plain")
           ->capture_default_str()
           ->check(CLI::IsMember({"auto", "chatml", "llama3", "plain"}));
       app.add_option("--max-sequences", a->engine.max_sequences, "Sequences decoded at once")
           ->capture_default_str()
           ->check(CLI::Range(int64_t{1}, int64_t{4096}));
-      app.add_option("--max-queued", a->engine.max_queued, "Requests that may wait for a slot (beyond: 503)")
+      app.add_option("--max-queued", a->engine.max_queued,
+                     "Requests that may wait for a slot (beyond: 503)")
           ->capture_default_str()
           ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
       app.add_option("--prefill-chunk", a->engine.prefill_chunk,
                      "Prompt tokens read per scheduler step (smaller: less stall for the others)")
           ->capture_default_str()
           ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-      app.add_option("--max-tokens", a->server.limits.max_tokens, "Largest max_tokens a request may ask for")
+      app.add_option("--max-tokens", a->server.limits.max_tokens,
+                     "Largest max_tokens a request may ask for")
           ->capture_default_str()
           ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
       app.add_option("--default-max-tokens", a->server.limits.default_max_tokens,
                      "max_tokens of requests that give none")
           ->capture_default_str()
           ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-      app.add_option("--max-body", a->server.max_body_bytes, "Largest request body in bytes (beyond: 413)")
+      app.add_option("--max-body", a->server.max_body_bytes,
+                     "Largest request body in bytes (beyond: 413)")
           ->capture_default_str()
           ->check(CLI::Range(size_t{64}, size_t{1} << 30));
       app.add_option("--http-threads", a->server.http_threads,
@@ -156,6 +167,15 @@ oal::cli::Registrar reg{
                      "Directory for saved conversations (one checksummed file each; read back "
                      "after a restart)");
       oal::cli::add_weights_option(app, a->weights);
+      app.footer(
+          "Routes: POST /v1/completions, /v1/chat/completions, /tokenize, /detokenize; GET "
+          "/v1/models, /health, /metrics (docs/serve.md).\n"
+          "Limits: a request's prompt + max_tokens must fit the model's context "
+          "(max_position_embeddings, printed at start; beyond: 400); --max-sequences run at "
+          "once and --max-queued wait (beyond: 503); bodies above --max-body get 413; "
+          "--http-threads connections are served at once (more wait to be accepted); an idle "
+          "keep-alive connection closes after 2 s; states beyond --max-state-memory move to "
+          "--state-dir, least recently used first.");
       return [a] { run(*a); };
     }};
 

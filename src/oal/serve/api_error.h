@@ -25,8 +25,11 @@ class ApiError : public std::runtime_error {
   int status() const { return status_; }
   // The response body.
   nlohmann::json body() const {
-    auto opt = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
-    return {{"error", {{"message", what()}, {"type", type_}, {"param", opt(param_)}, {"code", opt(code_)}}}};
+    auto opt = [](const std::string& s) {
+      return s.empty() ? nlohmann::json() : nlohmann::json(s);
+    };
+    return {{"error",
+             {{"message", what()}, {"type", type_}, {"param", opt(param_)}, {"code", opt(code_)}}}};
   }
 
  private:

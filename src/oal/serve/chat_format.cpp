@@ -58,7 +58,8 @@ std::string render_chat(const ChatFormat& f, const std::vector<ChatMessage>& mes
     case ChatFormatKind::chatml:
       if (!f.default_system.empty() && (messages.empty() || messages.front().role != "system"))
         out += "<|im_start|>system\n" + f.default_system + "<|im_end|>\n";
-      for (const auto& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+      for (const auto& m : messages)
+        out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
       return out + "<|im_start|>assistant\n";
     case ChatFormatKind::llama3:
       for (const auto& m : messages)

@@ -71,8 +71,8 @@ std::string ConversationStore::new_id() {
   for (;;) {
     std::string id = fmt::format("conv-{:016x}", next_id_);
     next_id_ = next_id_ * 6364136223846793005ull + 1442695040888963407ull;
-    const bool used = disk_.count(id) > 0 ||
-                      std::any_of(memory_.begin(), memory_.end(), [&](const auto& c) { return c.id == id; });
+    const bool used = disk_.count(id) > 0 || std::any_of(memory_.begin(), memory_.end(),
+                                                         [&](const auto& c) { return c.id == id; });
     if (!used) return id;
   }
 }
@@ -96,7 +96,8 @@ std::optional<Conversation> ConversationStore::take(const std::string& id,
   } else {
     size_t best = 0;
     for (auto it = memory_.begin(); it != memory_.end(); ++it)
-      if (it->tokens.size() > best && continues(it->tokens, prompt)) best = it->tokens.size(), mem = it;
+      if (it->tokens.size() > best && continues(it->tokens, prompt))
+        best = it->tokens.size(), mem = it;
     for (const auto& [name, file] : disk_)
       if (file.tokens.size() > best && continues(file.tokens, prompt))
         best = file.tokens.size(), disk_id = name, mem = memory_.end();
@@ -109,7 +110,8 @@ std::optional<Conversation> ConversationStore::take(const std::string& id,
   return out;
 }
 
-std::optional<Conversation> ConversationStore::take_from_memory(std::list<Conversation>::iterator it) {
+std::optional<Conversation> ConversationStore::take_from_memory(
+    std::list<Conversation>::iterator it) {
   Conversation c = std::move(*it);
   memory_.erase(it);
   return c;

@@ -52,6 +52,7 @@ struct Engine::Sequence {
   generate::TokenPicker picker;
   TextStream text;
   std::string conversation_id;
+  int64_t slot = -1;           // its slot while active (SlotStats)
   std::vector<int32_t> fed;    // tokens the states absorbed (saved prefix, prompt, output)
   int64_t cached = 0;          // prompt tokens taken from a saved conversation
   int64_t prefilled = 0;       // prompt tokens in the states so far
@@ -71,7 +72,8 @@ Engine::Engine(const model::Transformer& model, const text::Tokenizer& tokenizer
       store_(model, options.store, options.log) {
   stats_.conversations = store_.stats();
   check(options.max_sequences > 0 && options.max_queued >= 0 && options.prefill_chunk > 0, "serve",
-        "engine options: expected max_sequences > 0, max_queued >= 0, prefill_chunk > 0; got {}, {}, {}",
+        "engine options: expected max_sequences > 0, max_queued >= 0, prefill_chunk > 0; got {}, "
+        "{}, {}",
         options.max_sequences, options.max_queued, options.prefill_chunk);
   thread_ = std::thread([this] { loop(); });
 }
@@ -102,10 +104,11 @@ std::shared_ptr<RequestStream> Engine::submit(GenerationJob job) {
       throw bad_request("prompt", "token id {} is outside the vocabulary [0, {})", id, vocab);
   const int64_t ctx = context_length();
   if (!generate::fits_context(n, job.params.max_tokens, ctx))
-    throw bad_request("max_tokens",
-                      "this model's maximum context length is {} tokens; the request needs {} "
-                      "({} in the prompt, {} for the completion): shorten the prompt or lower max_tokens",
-                      ctx, n + job.params.max_tokens, n, job.params.max_tokens);
+    throw bad_request(
+        "max_tokens",
+        "this model's maximum context length is {} tokens; the request needs {} "
+        "({} in the prompt, {} for the completion): shorten the prompt or lower max_tokens",
+        ctx, n + job.params.max_tokens, n, job.params.max_tokens);
   generate::SamplerOptions so{
       .temperature = job.params.temperature, .top_p = job.params.top_p, .top_k = job.params.top_k};
   std::lock_guard<std::mutex> lock(mutex_);
@@ -163,10 +166,18 @@ void Engine::admit() {
   while (!pending_.empty() && static_cast<int64_t>(active_.size()) < options_.max_sequences) {
     active_.push_back(std::move(pending_.front()));
     pending_.pop_front();
+    active_.back()->slot = free_slot();
     start(*active_.back());
   }
   stats_.active = static_cast<int64_t>(active_.size());
   stats_.queued = static_cast<int64_t>(pending_.size());
+}
+
+int64_t Engine::free_slot() const {
+  std::vector<bool> used(static_cast<size_t>(options_.max_sequences), false);
+  for (const auto& s : active_)
+    if (s->slot >= 0) used[static_cast<size_t>(s->slot)] = true;
+  return std::find(used.begin(), used.end(), false) - used.begin();
 }
 
 void Engine::start(Sequence& s) {
@@ -194,7 +205,8 @@ void Engine::prefill_one() {
                                         static_cast<int64_t>(s.job.prompt.size()) - s.prefilled);
     at::Tensor tokens = token_tensor(s.job.prompt.data() + s.prefilled, n).view({1, n});
     at::Tensor h = model_.extend_hidden(tokens, s.states);
-    s.fed.insert(s.fed.end(), s.job.prompt.begin() + s.prefilled, s.job.prompt.begin() + s.prefilled + n);
+    s.fed.insert(s.fed.end(), s.job.prompt.begin() + s.prefilled,
+                 s.job.prompt.begin() + s.prefilled + n);
     s.prefilled += n;
     if (!s.prefilling()) {
       s.prev = s.job.prompt.back();
@@ -252,7 +264,8 @@ void Engine::finish(Sequence& s, const std::string& reason, const std::string& e
   // What the states absorbed is consistent after a normal end: keep it for a follow-up.
   const bool normal = reason == "stop" || reason == "length";
   if (normal)
-    store_.put(Conversation{.id = s.conversation_id, .tokens = std::move(s.fed), .states = std::move(s.states)});
+    store_.put(Conversation{
+        .id = s.conversation_id, .tokens = std::move(s.fed), .states = std::move(s.states)});
   s.states.clear();
   {
     // Counted before the client hears that it is done, so that what it asks next
@@ -275,14 +288,28 @@ void Engine::finish(Sequence& s, const std::string& reason, const std::string& e
 }
 
 void Engine::remove_finished() {
-  active_.erase(std::remove_if(active_.begin(), active_.end(), [](const auto& s) { return s->finished; }),
-                active_.end());
+  active_.erase(
+      std::remove_if(active_.begin(), active_.end(), [](const auto& s) { return s->finished; }),
+      active_.end());
   int64_t bytes = 0;
-  for (const auto& s : active_)
-    for (const auto& st : s->states) bytes += st->state_bytes();
+  std::vector<SlotStats> slots;
+  for (const auto& s : active_) {
+    SlotStats slot{.slot = s->slot,
+                   .prefilling = s->prefilling(),
+                   .prompt_tokens = static_cast<int64_t>(s->job.prompt.size()),
+                   .cached_tokens = s->cached,
+                   .tokens_held = s->states.empty() ? 0 : s->states.front()->tokens(),
+                   .generated = s->picker.picked()};
+    for (const auto& st : s->states) slot.state_bytes += st->state_bytes();
+    bytes += slot.state_bytes;
+    slots.push_back(slot);
+  }
+  std::sort(slots.begin(), slots.end(),
+            [](const SlotStats& a, const SlotStats& b) { return a.slot < b.slot; });
   store_.enforce_budget(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.active = static_cast<int64_t>(active_.size());
+  stats_.slots = std::move(slots);
   stats_.state_bytes = bytes;
   stats_.conversations = store_.stats();
 }

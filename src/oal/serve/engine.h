@@ -76,8 +76,21 @@ class RequestStream {
   std::atomic<bool> cancelled_{false};
 };
 
+// One slot's sequence as /metrics shows it: slots are numbered 0..max_sequences-1, a
+// new sequence takes the lowest free one, and keeps it until it ends.
+struct SlotStats {
+  int64_t slot = 0;
+  bool prefilling = false;     // still reading its prompt (else: decoding)
+  int64_t prompt_tokens = 0;   // its prompt
+  int64_t cached_tokens = 0;   // taken from a saved conversation
+  int64_t tokens_held = 0;     // in its layer states now
+  int64_t generated = 0;       // tokens produced so far
+  int64_t state_bytes = 0;     // its layer states
+};
+
 struct EngineStats {
   int64_t active = 0, queued = 0;
+  std::vector<SlotStats> slots;  // the active sequences, by slot
   int64_t state_bytes = 0;  // all active sequences' layer states
   int64_t requests_finished = 0, requests_cancelled = 0, requests_failed = 0;
   int64_t prompt_tokens = 0, completion_tokens = 0;  // prompt tokens read (not reused), generated
@@ -107,6 +120,8 @@ class Engine {
   struct Sequence;
   void loop();
   void admit();
+  // The lowest slot number no active sequence holds.
+  int64_t free_slot() const;
   void prefill_one();
   void decode_all();
   // Samples the next token of `s` from logits [V] and sends what it produces.

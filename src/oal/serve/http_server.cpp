@@ -24,6 +24,29 @@ void send_json(httplib::Response& res, int status, const json& body) {
 
 void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status(), e.body()); }
 
+// Per-slot gauges, one sample per active sequence (labels: slot, and phase on the first).
+std::string slot_metrics(const std::vector<SlotStats>& slots) {
+  std::string out;
+  auto family = [&](const char* name, const char* help, auto value, bool with_phase) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);
+    for (const SlotStats& s : slots)
+      out += with_phase ? fmt::format("{}{{slot=\"{}\",phase=\"{}\"}} {}\n", name, s.slot,
+                                      s.prefilling ? "prefill" : "decode", value(s))
+                        : fmt::format("{}{{slot=\"{}\"}} {}\n", name, s.slot, value(s));
+  };
+  family("oal_slot_tokens", "Tokens in each active sequence's layer states.",
+         [](const SlotStats& s) { return s.tokens_held; }, true);
+  family("oal_slot_prompt_tokens", "Prompt tokens of each active sequence.",
+         [](const SlotStats& s) { return s.prompt_tokens; }, false);
+  family("oal_slot_cached_tokens", "Prompt tokens each active sequence took from a saved state.",
+         [](const SlotStats& s) { return s.cached_tokens; }, false);
+  family("oal_slot_generated_tokens", "Tokens each active sequence has generated.",
+         [](const SlotStats& s) { return s.generated; }, false);
+  family("oal_slot_state_bytes", "Bytes of each active sequence's layer states.",
+         [](const SlotStats& s) { return s.state_bytes; }, false);
+  return out;
+}
+
 ApiError generation_failed(const std::string& why) {
   return ApiError(500, "server_error", "", "generation failed: " + why);
 }
@@ -80,29 +103,47 @@ std::string Server::metrics_text() const {
   {
     std::lock_guard<std::mutex> lock(counts_mutex_);
     for (const auto& [key, n] : counts_)
-      out += fmt::format("oal_requests_total{{route=\"{}\",status=\"{}\"}} {}\n", key.first, key.second, n);
+      out += fmt::format("oal_requests_total{{route=\"{}\",status=\"{}\"}} {}\n", key.first,
+                         key.second, n);
   }
   metric("oal_sequences_active", "gauge", "Sequences being generated.", s.active);
   metric("oal_sequences_queued", "gauge", "Requests waiting for a sequence slot.", s.queued);
-  metric("oal_state_bytes", "gauge", "Bytes held by the active sequences' layer states (KV caches and OAL states).", s.state_bytes);
-  metric("oal_generations_finished_total", "counter", "Generations that ended normally.", s.requests_finished);
-  metric("oal_generations_cancelled_total", "counter", "Generations dropped because the client went away.", s.requests_cancelled);
-  metric("oal_generations_failed_total", "counter", "Generations that ended with an error.", s.requests_failed);
+  metric("oal_state_bytes", "gauge",
+         "Bytes held by the active sequences' layer states (KV caches and OAL states).",
+         s.state_bytes);
+  metric("oal_generations_finished_total", "counter", "Generations that ended normally.",
+         s.requests_finished);
+  metric("oal_generations_cancelled_total", "counter",
+         "Generations dropped because the client went away.", s.requests_cancelled);
+  metric("oal_generations_failed_total", "counter", "Generations that ended with an error.",
+         s.requests_failed);
   metric("oal_prompt_tokens_total", "counter", "Prompt tokens read.", s.prompt_tokens);
   metric("oal_completion_tokens_total", "counter", "Tokens generated.", s.completion_tokens);
   metric("oal_decode_steps_total", "counter", "Batched decode steps.", s.decode_steps);
-  metric("oal_decode_rows_total", "counter", "Sequence-steps those decode steps advanced.", s.decode_rows);
-  metric("oal_prefill_seconds_total", "counter", "Seconds spent reading prompts.", s.prefill_seconds);
+  metric("oal_decode_rows_total", "counter", "Sequence-steps those decode steps advanced.",
+         s.decode_rows);
+  metric("oal_prefill_seconds_total", "counter", "Seconds spent reading prompts.",
+         s.prefill_seconds);
   metric("oal_decode_seconds_total", "counter", "Seconds spent in decode steps.", s.decode_seconds);
   const StoreStats& c = s.conversations;
-  metric("oal_conversations_in_memory", "gauge", "Saved conversations held in memory.", c.in_memory);
-  metric("oal_conversation_state_bytes", "gauge", "Bytes held by the saved conversations in memory.", c.memory_bytes);
-  metric("oal_conversations_on_disk", "gauge", "Saved conversations in the state directory.", c.on_disk);
-  metric("oal_conversation_hits_total", "counter", "Requests that continued a saved conversation.", c.hits);
-  metric("oal_conversation_reused_tokens_total", "counter", "Prompt tokens not read again thanks to saved states.", c.reused_tokens);
-  metric("oal_conversation_evictions_total", "counter", "Conversations moved out of memory (to disk, or dropped without --state-dir).", c.evictions);
-  metric("oal_state_restore_failures_total", "counter", "State files refused (corrupt, truncated, another model).", c.restore_failures);
-  metric("oal_state_write_failures_total", "counter", "Conversations that could not be written to the state directory.", c.write_failures);
+  metric("oal_conversations_in_memory", "gauge", "Saved conversations held in memory.",
+         c.in_memory);
+  metric("oal_conversation_state_bytes", "gauge",
+         "Bytes held by the saved conversations in memory.", c.memory_bytes);
+  metric("oal_conversations_on_disk", "gauge", "Saved conversations in the state directory.",
+         c.on_disk);
+  metric("oal_conversation_hits_total", "counter", "Requests that continued a saved conversation.",
+         c.hits);
+  metric("oal_conversation_reused_tokens_total", "counter",
+         "Prompt tokens not read again thanks to saved states.", c.reused_tokens);
+  metric("oal_conversation_evictions_total", "counter",
+         "Conversations moved out of memory (to disk, or dropped without --state-dir).",
+         c.evictions);
+  metric("oal_state_restore_failures_total", "counter",
+         "State files refused (corrupt, truncated, another model).", c.restore_failures);
+  metric("oal_state_write_failures_total", "counter",
+         "Conversations that could not be written to the state directory.", c.write_failures);
+  out += slot_metrics(s.slots);
   metric("oal_decode_tokens_per_second", "gauge", "Tokens per second over all decode steps so far.",
          s.decode_seconds > 0 ? s.decode_rows / s.decode_seconds : 0.0);
   return out;
@@ -115,6 +156,8 @@ void Server::routes() {
   http_->Post("/v1/completions", api("/v1/completions", &Server::completions));
   http_->Post("/v1/chat/completions", api("/v1/chat/completions", &Server::chat_completions));
   http_->Get("/v1/models", api("/v1/models", &Server::models));
+  http_->Post("/tokenize", api("/tokenize", &Server::tokenize));
+  http_->Post("/detokenize", api("/detokenize", &Server::detokenize));
   http_->Get("/health", [this](const auto& req, auto& res) { health(req, res); });
   http_->Get("/metrics", [this](const auto& req, auto& res) { metrics(req, res); });
 }
@@ -158,6 +201,28 @@ void Server::models(const httplib::Request&, httplib::Response& res) {
   count("/v1/models", 200);
 }
 
+void Server::tokenize(const httplib::Request& req, httplib::Response& res) {
+  const TokenizeRequest r = parse_tokenize_request(req.body);
+  const std::vector<int32_t> ids = tokenizer_.encode(r.content, r.add_special);
+  json tokens = json::array();
+  int32_t prev = -1;
+  for (int32_t id : ids) {
+    if (r.with_pieces)
+      tokens.push_back({{"id", id}, {"piece", tokenizer_.decode_token(prev, id)}});
+    else
+      tokens.push_back(id);
+    prev = id;
+  }
+  send_json(res, 200, {{"tokens", tokens}});
+  count("/tokenize", 200);
+}
+
+void Server::detokenize(const httplib::Request& req, httplib::Response& res) {
+  const DetokenizeRequest r = parse_detokenize_request(req.body, tokenizer_.vocab_size());
+  send_json(res, 200, {{"content", tokenizer_.decode(r.tokens)}});
+  count("/detokenize", 200);
+}
+
 void Server::health(const httplib::Request&, httplib::Response& res) {
   const EngineStats s = engine_.stats();
   send_json(res, 200, {{"status", "ok"}, {"active", s.active}, {"queued", s.queued}});
@@ -172,7 +237,8 @@ void Server::http_error(const httplib::Request& req, httplib::Response& res) {
   const int st = res.status;
   const std::string msg =
       st == 404 ? fmt::format("no route {} {}; the routes are /v1/completions, "
-                              "/v1/chat/completions, /v1/models, /health, /metrics",
+                              "/v1/chat/completions, /v1/models, /tokenize, /detokenize, /health, "
+                              "/metrics",
                               req.method, req.path)
       : st == 413 ? fmt::format("the request body is larger than {} bytes", options_.max_body_bytes)
                   : fmt::format("HTTP error {}", st);

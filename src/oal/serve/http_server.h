@@ -2,8 +2,10 @@
 // The OpenAI-compatible HTTP front of `oal serve`, over cpp-httplib:
 //   POST /v1/completions, POST /v1/chat/completions  (JSON, or SSE with "stream": true)
 //   GET  /v1/models, GET /health, GET /metrics (Prometheus text)
+//   POST /tokenize, POST /detokenize  (llama-server's: text <-> the model's token ids)
 // Every error is answered as OpenAI's {"error": {...}} JSON with its status; requests
-// above max_body_bytes get 413. With an api_key, /v1/* needs "Authorization: Bearer KEY".
+// above max_body_bytes get 413. With an api_key, /v1/*, /tokenize and /detokenize need
+// "Authorization: Bearer KEY".
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -63,6 +65,8 @@ class Server {
   void completions(const httplib::Request& req, httplib::Response& res);
   void chat_completions(const httplib::Request& req, httplib::Response& res);
   void models(const httplib::Request& req, httplib::Response& res);
+  void tokenize(const httplib::Request& req, httplib::Response& res);
+  void detokenize(const httplib::Request& req, httplib::Response& res);
   void health(const httplib::Request& req, httplib::Response& res);
   void metrics(const httplib::Request& req, httplib::Response& res);
   // What httplib answers itself (404, 413, bad framing) and what escapes a handler, in

@@ -1,6 +1,6 @@
 #pragma once
-// The request bodies of /v1/completions and /v1/chat/completions, parsed and validated
-// into typed structs. Every wrong type or value is an ApiError 400 naming the field;
+// The request bodies of /v1/completions, /v1/chat/completions, /tokenize and /detokenize,
+// parsed and validated into typed structs. Every wrong type or value is an ApiError 400 naming the field;
 // unknown fields are ignored (clients send extras), fields that would change the answer
 // but are not supported (n > 1, logprobs, echo, tools) are refused rather than ignored.
 #include <cstdint>
@@ -51,8 +51,23 @@ struct ChatRequest {
   GenerationParams params;
 };
 
-// Parses the raw body (JSON text). Throws ApiError 400.
+// POST /tokenize (llama-server's route): {"content": text, "add_special": false,
+// "with_pieces": false}. add_special: prepend BOS as completions do.
+struct TokenizeRequest {
+  std::string content;  // may be empty (no tokens)
+  bool add_special = false;
+  bool with_pieces = false;  // answer [{"id", "piece"}] instead of ids
+};
+
+// POST /detokenize: {"tokens": [id, ...]}, every id within the vocabulary.
+struct DetokenizeRequest {
+  std::vector<int32_t> tokens;
+};
+
+// Parse the raw body (JSON text). Throw ApiError 400 naming the field.
 CompletionRequest parse_completion_request(const std::string& body, const RequestLimits& limits);
 ChatRequest parse_chat_request(const std::string& body, const RequestLimits& limits);
+TokenizeRequest parse_tokenize_request(const std::string& body);
+DetokenizeRequest parse_detokenize_request(const std::string& body, int32_t vocab_size);
 
 }  // namespace oal::serve

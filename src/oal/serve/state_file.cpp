@@ -94,7 +94,8 @@ StateFileHeader header_fields(const json& h, std::string_view source) {
 // One tensor described by the header, its bytes copied out of the payload.
 at::Tensor read_tensor(const json& d, std::string_view payload, uint64_t& expected_offset,
                        std::string_view source) {
-  const auto dtype = dtype_of(field(d, "dtype", json::value_t::string, source).get<std::string>(), source);
+  const auto dtype =
+      dtype_of(field(d, "dtype", json::value_t::string, source).get<std::string>(), source);
   const json& shape = field(d, "shape", json::value_t::array, source);
   check(shape.size() <= k_max_dims, k_op, "{}: a tensor with {} dimensions", source, shape.size());
   std::vector<int64_t> sizes;
@@ -110,8 +111,8 @@ at::Tensor read_tensor(const json& d, std::string_view payload, uint64_t& expect
   const auto offset = field(d, "offset", json::value_t::number_unsigned, source).get<uint64_t>();
   const auto nbytes = field(d, "bytes", json::value_t::number_unsigned, source).get<uint64_t>();
   const uint64_t want = numel * c10::elementSize(dtype);
-  check(nbytes == want, k_op, "{}: tensor of {} elements stores {} bytes, expected {}", source, numel,
-        nbytes, want);
+  check(nbytes == want, k_op, "{}: tensor of {} elements stores {} bytes, expected {}", source,
+        numel, nbytes, want);
   check(offset == expected_offset && offset <= payload.size() && nbytes <= payload.size() - offset,
         k_op, "{}: tensor bytes [{}, +{}) are not the next ones of the {}-byte payload", source,
         offset, nbytes, payload.size());
@@ -144,13 +145,17 @@ std::string encode_state_file(const SavedConversation& c, const std::string& ide
     for (const auto& [name, t] : layer.tensors) {
       const at::Tensor ct = t.to(at::kCPU).contiguous();
       const size_t nbytes = static_cast<size_t>(ct.numel()) * ct.element_size();
-      tensors.push_back({{"name", name}, {"dtype", dtype_name(ct.scalar_type())},
-                         {"shape", ct.sizes().vec()}, {"offset", payload.size()}, {"bytes", nbytes}});
+      tensors.push_back({{"name", name},
+                         {"dtype", dtype_name(ct.scalar_type())},
+                         {"shape", ct.sizes().vec()},
+                         {"offset", payload.size()},
+                         {"bytes", nbytes}});
       payload.append(static_cast<const char*>(ct.data_ptr()), nbytes);
     }
     layers.push_back({{"tokens", layer.tokens}, {"tensors", tensors}});
   }
-  const json header = {{"identity", identity}, {"id", c.id}, {"tokens", c.tokens}, {"layers", layers}};
+  const json header = {
+      {"identity", identity}, {"id", c.id}, {"tokens", c.tokens}, {"layers", layers}};
   const std::string h = header.dump();
   std::string out(k_magic);
   put(out, k_version);

@@ -90,7 +90,8 @@ std::string TextStream::push(const std::string& piece) {
         hold = k;
         break;
       }
-  const size_t end = std::max(searched_from, utf8_complete_prefix(text_.substr(0, text_.size() - hold)));
+  const size_t end =
+      std::max(searched_from, utf8_complete_prefix(text_.substr(0, text_.size() - hold)));
   return utf8_sanitize(release(end));
 }
 
