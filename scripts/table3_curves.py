@@ -5,7 +5,10 @@ ctx 1024 and 4096, passkey recall at 1K/4K/8K) and an SVG of validation NLL agai
 training tokens, one line per method.
 
 Reads RECORDS/<range>/<name>-{finetune,ppl1024,ppl4096,passkey}.json (a missing record
-shows as "–"); writes RECORDS/<range>/table.md and RECORDS/<range>/val-nll.svg.
+shows as "–"); writes RECORDS/<range>/table.md and RECORDS/<range>/val-nll.svg. A name
+ending in "-t4096" was trained on 4096-token blocks (TRAIN_CTX=4096) and validated on
+two 4096-token blocks (not the 1024-token validation blocks of the others): its curve is
+drawn dashed, against the same axis of training tokens.
 
 Usage: table3_curves.py RECORDS RANGE CTX
 """
@@ -34,10 +37,15 @@ def passkey_cell(j):
     return "/".join(str(by_len[k]) for k in sorted(by_len)) + f" ({total}/{trials})"
 
 
+def train_ctx(name, ctx):
+    """The block length a run trained on: 4096 for "-t4096" runs, else the table's."""
+    return 4096 if name.endswith("-t4096") else ctx
+
+
 def svg(curves, ctx, out):
     """Validation NLL (y) against training tokens (x), one polyline per method."""
     W, H, L, R, T, B = 640, 400, 70, 170, 30, 50
-    xs = [s * ctx for c in curves.values() for s, _ in c]
+    xs = [s * train_ctx(n, ctx) for n, c in curves.items() for s, _ in c]
     ys = [v for c in curves.values() for _, v in c]
     x0, x1 = 0, max(xs) or 1
     y0, y1 = min(ys), max(ys)
@@ -49,7 +57,7 @@ def svg(curves, ctx, out):
              f'<rect width="{W}" height="{H}" fill="white"/>',
              f'<line x1="{L}" y1="{H-B}" x2="{W-R}" y2="{H-B}" stroke="black"/>',
              f'<line x1="{L}" y1="{T}" x2="{L}" y2="{H-B}" stroke="black"/>',
-             f'<text x="{(L+W-R)/2}" y="{H-12}" text-anchor="middle">training tokens (ctx {ctx}, one block per update)</text>',
+             f'<text x="{(L+W-R)/2}" y="{H-12}" text-anchor="middle">training tokens (one block per update; dashed: 4096-token blocks)</text>',
              f'<text x="16" y="{(T+H-B)/2}" transform="rotate(-90 16 {(T+H-B)/2})" text-anchor="middle">validation NLL (nats/token)</text>']
     for i in range(6):
         xv = x0 + (x1 - x0) * i / 5
@@ -59,8 +67,9 @@ def svg(curves, ctx, out):
         parts.append(f'<line x1="{L}" y1="{py(yv):.1f}" x2="{W-R}" y2="{py(yv):.1f}" stroke="#ddd"/>')
     for i, (name, c) in enumerate(sorted(curves.items())):
         col = COLORS[i % len(COLORS)]
-        pts = " ".join(f"{px(s*ctx):.1f},{py(v):.1f}" for s, v in c)
-        parts.append(f'<polyline fill="none" stroke="{col}" stroke-width="2" points="{pts}"/>')
+        pts = " ".join(f"{px(s * train_ctx(name, ctx)):.1f},{py(v):.1f}" for s, v in c)
+        dash = ' stroke-dasharray="6,4"' if train_ctx(name, ctx) != ctx else ""
+        parts.append(f'<polyline fill="none" stroke="{col}" stroke-width="2"{dash} points="{pts}"/>')
         parts.append(f'<text x="{W-R+8}" y="{T+16+18*i}" fill="{col}">{name}</text>')
     parts.append("</svg>")
     open(out, "w").write("\n".join(parts) + "\n")
@@ -69,16 +78,16 @@ def svg(curves, ctx, out):
 def main(records, rng, ctx):
     d = f"{records}/{rng.replace(':', '')}"
     names = sorted(os.path.basename(p)[: -len("-finetune.json")] for p in glob.glob(f"{d}/*-finetune.json"))
-    lines = ["| method | training tokens | val NLL before → best (update) | PPL ctx 1024 | PPL ctx 4096 | passkey 1K/4K/8K |",
-             "|---|---:|---|---:|---:|---:|"]
+    lines = ["| method | block length | training tokens | val NLL before → best (update) | PPL ctx 1024 | PPL ctx 4096 | passkey 1K/4K/8K |",
+             "|---|---:|---:|---|---:|---:|---:|"]
     curves = {}
     for n in names:
         f = load(f"{d}/{n}-finetune.json")
         p1, p4 = load(f"{d}/{n}-ppl1024.json"), load(f"{d}/{n}-ppl4096.json")
         curves[n] = [(v["step"], v["nll"]) for v in f["val"]]
-        tokens = f["updates"] * ctx
+        tokens = f["updates"] * train_ctx(n, ctx)
         cell = lambda j: f"{j['ppl']:.2f}" if j else "–"
-        lines.append(f"| {n} | {tokens:,} | {f['initial_val_nll']:.3f} → {f['best_val_nll']:.3f} ({f['best_step']}) "
+        lines.append(f"| {n} | {train_ctx(n, ctx)} | {tokens:,} | {f['initial_val_nll']:.3f} → {f['best_val_nll']:.3f} ({f['best_step']}) "
                      f"| {cell(p1)} | {cell(p4)} | {passkey_cell(load(f'{d}/{n}-passkey.json'))} |")
     open(f"{d}/table.md", "w").write("\n".join(lines) + "\n")
     if curves:
