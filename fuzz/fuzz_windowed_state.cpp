@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "fuzz_input.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/attention/windowed/windowed_attention.h"
 #include "oal/serve/state_file.h"
 

@@ -14,7 +14,7 @@
 #include <torch/library.h>
 
 #include "layer_kernels_arg.h"
-#include "oal/attention/oal/hd.h"
+#include "oal/attention/oal/chunked_attention.h"
 #include "oal/core/error.h"
 
 namespace oal::python {

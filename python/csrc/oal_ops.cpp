@@ -3,7 +3,7 @@
 //
 //   oal::attention(q, k, v, group_of, L, eps, chunk, state?) -> (y, state')
 //       q [B, Hq, T, D], k [B, Hkv, T, D], v [B, Hkv, T, Dv] -> y [B, Hq, T, Dv];
-//       state [B, Hkv, Df, Dv+1] (hd.h layout; fp32, fp64 for fp64 inputs) is the HD
+//       state [B, Hkv, Df, Dv+1] (recurrent_state.h layout; fp32, fp64 for fp64 inputs) is the HD
 //       state before the first token (None: empty), state' the state after the last.
 //       Chunked prefill, or extend when a state is given (attn::hd_chunked).
 //   oal::step(q, k, v, group_of, L, eps, state) -> (y, state')
@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "layer_kernels_arg.h"
-#include "oal/attention/oal/hd.h"
-#include "oal/attention/oal/hd_reference.h"
+#include "oal/attention/oal/chunked_attention.h"
+#include "oal/attention/oal/references.h"
 #include "oal/attention/simd_path.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"

@@ -16,7 +16,7 @@
 #include <memory>
 
 #include "layer_kernels_arg.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/attention/windowed/windowed_attention.h"
 #include "oal/core/error.h"
 

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <limits>
 
-#include "oal/attention/oal/hd.h"
-#include "oal/attention/oal/hd_reference.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/chunked_attention.h"
+#include "oal/attention/oal/references.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/attention/oal/quadratic.h"
 #include "test_util.h"
 

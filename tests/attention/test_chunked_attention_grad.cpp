@@ -2,8 +2,8 @@
 // initial state match central finite differences (fp64).
 #include <gtest/gtest.h>
 
-#include "oal/attention/oal/hd.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/chunked_attention.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "test_util.h"
 
 namespace oal::attn {

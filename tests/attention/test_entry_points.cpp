@@ -7,9 +7,9 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-#include "oal/attention/oal/hd.h"
-#include "oal/attention/oal/hd_reference.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/chunked_attention.h"
+#include "oal/attention/oal/references.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/attention/simd_path.h"
 #include "oal/attention/softmax/softmax.h"
 #include "oal/attention/softmax/softmax_method.h"

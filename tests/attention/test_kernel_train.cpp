@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "oal/attention/kernel_train.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/attention/windowed/windowed_attention.h"
 #include "oal/attention/windowed/windowed_reference.h"
 #include "oal/core/error.h"

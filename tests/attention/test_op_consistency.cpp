@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "oal/attention/oal/hd.h"
-#include "oal/attention/oal/hd_reference.h"
+#include "oal/attention/oal/chunked_attention.h"
+#include "oal/attention/oal/references.h"
 #include "oal/attention/qkv_shape.h"
 #include "oal/attention/softmax/softmax.h"
 #include "oal/attention/softmax/softmax_method.h"

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "oal/attention/oal/hd.h"
-#include "oal/attention/oal/hd_reference.h"
+#include "oal/attention/oal/chunked_attention.h"
+#include "oal/attention/oal/references.h"
 #include "oal/attention/oal/quadratic.h"
 #include "test_util.h"
 

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <string>
 
-#include "oal/attention/oal/hd.h"
-#include "oal/attention/oal/hd_reference.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/chunked_attention.h"
+#include "oal/attention/oal/references.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/core/error.h"
 #include "test_util.h"
 

@@ -4,9 +4,9 @@
 
 #include <cmath>
 
-#include "oal/attention/oal/hd.h"
-#include "oal/attention/oal/hd_reference.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/chunked_attention.h"
+#include "oal/attention/oal/references.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "test_util.h"
 
 namespace oal::attn {
@@ -113,7 +113,7 @@ TEST(HdState, LayoutIsH0H1PackedH2) {
     for (int64_t t = r; t < d; ++t, ++p) {
       auto want = (k.select(1, r) * k.select(1, t)).unsqueeze(1) * u;
       EXPECT_TRUE(at::allclose(st.h2()[0][0][p], want.sum(0), 1e-13, 1e-13)) << r << "," << t;
-      // p(r, t) = r d - r (r - 1) / 2 + (t - r), as documented in hd.h
+      // p(r, t) = r d - r (r - 1) / 2 + (t - r), as documented in chunked_attention.h
       EXPECT_EQ(p, r * d - r * (r - 1) / 2 + (t - r));
     }
   EXPECT_EQ(p, d * (d + 1) / 2);

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "oal/attention/baselines/feature_method.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/attention/registry.h"
 #include "oal/attention/softmax/softmax_method.h"
 #include "oal/attention/windowed/windowed_attention.h"

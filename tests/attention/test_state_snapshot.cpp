@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/attention/registry.h"
 #include "oal/attention/windowed/windowed_attention.h"
 #include "oal/core/error.h"

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "oal/attention/oal/hd_reference.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/references.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/attention/softmax/softmax.h"
 #include "oal/attention/windowed/windowed_attention.h"
 #include "oal/attention/windowed/window_mass.h"

@@ -47,14 +47,17 @@ Operands operands(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   o.k = k.detach().contiguous();
   o.v = v.detach().contiguous();
   o.c = c.detach().to(at::kFloat).contiguous();
-  check(o.c.numel() == s.q_heads, k_op, "log_scale: expected [{}], got {}", s.q_heads, shape_str(c));
+  check(o.c.numel() == s.q_heads, k_op, "log_scale: expected [{}], got {}", s.q_heads,
+        shape_str(c));
   if (kernel) {
     o.L = L.detach().to(at::kFloat).contiguous();
     o.group_of = group_of.to(at::kLong).contiguous();
     o.groups = groups.to(at::kLong).contiguous();
     check(o.L.dim() == 3 && o.L.size(0) == s.q_heads && o.L.size(1) == o.L.size(2) &&
-              o.group_of.sizes() == at::IntArrayRef({s.q_heads, s.dim}) && o.groups.numel() == s.q_heads,
-          k_op, "kernels for Hq = {}, d = {}: expected L [Hq, n, n] and group_of [Hq, d], got {} and {}",
+              o.group_of.sizes() == at::IntArrayRef({s.q_heads, s.dim}) &&
+              o.groups.numel() == s.q_heads,
+          k_op,
+          "kernels for Hq = {}, d = {}: expected L [Hq, n, n] and group_of [Hq, d], got {} and {}",
           s.q_heads, s.dim, shape_str(L), shape_str(group_of));
   }
   o.eps = eps;
@@ -69,11 +72,13 @@ struct KernelTrain : torch::autograd::Function<KernelTrain> {
                             bool kernel) {
     const Operands o =
         operands(q, k, v, L, c, group_of, groups, sinks, recent, eps, kernel, FiniteScan::scan);
-    at::Tensor y = at::empty({o.dims.batch, o.dims.q_heads, o.dims.len, o.dims.value_dim}, at::kFloat);
+    at::Tensor y =
+        at::empty({o.dims.batch, o.dims.q_heads, o.dims.len, o.dims.value_dim}, at::kFloat);
     {
       const ScopedSingleThreadBlas one_blas_thread;
-      simd::kernel_train_forward_f32(o.dims, o.params(), o.q.data_ptr<float>(), o.k.data_ptr<float>(),
-                                     o.v.data_ptr<float>(), y.data_ptr<float>());
+      simd::kernel_train_forward_f32(o.dims, o.params(), o.q.data_ptr<float>(),
+                                     o.k.data_ptr<float>(), o.v.data_ptr<float>(),
+                                     y.data_ptr<float>());
     }
     ctx->save_for_backward({o.q, o.k, o.v, L, c, group_of, groups});
     ctx->saved_data["sinks"] = sinks;
@@ -87,25 +92,35 @@ struct KernelTrain : torch::autograd::Function<KernelTrain> {
                                                  torch::autograd::variable_list grad) {
     const auto saved = ctx->get_saved_variables();
     const bool kernel = ctx->saved_data["kernel"].toBool();
-    const Operands o = operands(saved[0], saved[1], saved[2], saved[3], saved[4], saved[5], saved[6],
-                                ctx->saved_data["sinks"].toInt(), ctx->saved_data["recent"].toInt(),
-                                ctx->saved_data["eps"].toDouble(), kernel,
-                                FiniteScan::skip);  // (scanned by the forward)
+    const Operands o =
+        operands(saved[0], saved[1], saved[2], saved[3], saved[4], saved[5], saved[6],
+                 ctx->saved_data["sinks"].toInt(), ctx->saved_data["recent"].toInt(),
+                 ctx->saved_data["eps"].toDouble(), kernel,
+                 FiniteScan::skip);  // (scanned by the forward)
     const auto& w = o.dims;
     const int64_t n = kernel ? o.L.size(1) : 1;
     const at::Tensor dy = grad[0].to(at::kFloat).contiguous();
     at::Tensor dq = at::empty_like(o.q), dk = at::empty_like(o.k), dv = at::empty_like(o.v);
-    at::Tensor dL = at::empty({w.q_heads, n, n}, at::kFloat), dc = at::empty({w.q_heads}, at::kFloat);
+    at::Tensor dL = at::empty({w.q_heads, n, n}, at::kFloat),
+               dc = at::empty({w.q_heads}, at::kFloat);
     {
       const ScopedSingleThreadBlas one_blas_thread;
-      simd::kernel_train_backward_f32(w, o.params(), o.q.data_ptr<float>(), o.k.data_ptr<float>(),
-                                      o.v.data_ptr<float>(), dy.data_ptr<float>(), dq.data_ptr<float>(),
-                                      dk.data_ptr<float>(), dv.data_ptr<float>(),
-                                      kernel ? dL.data_ptr<float>() : nullptr, dc.data_ptr<float>());
+      simd::kernel_train_backward_f32(
+          w, o.params(), o.q.data_ptr<float>(), o.k.data_ptr<float>(), o.v.data_ptr<float>(),
+          dy.data_ptr<float>(), dq.data_ptr<float>(), dk.data_ptr<float>(), dv.data_ptr<float>(),
+          kernel ? dL.data_ptr<float>() : nullptr, dc.data_ptr<float>());
     }
-    return {dq.to(saved[0].scalar_type()), dk.to(saved[1].scalar_type()), dv.to(saved[2].scalar_type()),
-            kernel ? dL.to(saved[3].scalar_type()) : at::Tensor(), dc.to(saved[4].scalar_type()),
-            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {dq.to(saved[0].scalar_type()),
+            dk.to(saved[1].scalar_type()),
+            dv.to(saved[2].scalar_type()),
+            kernel ? dL.to(saved[3].scalar_type()) : at::Tensor(),
+            dc.to(saved[4].scalar_type()),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor()};
   }
 };
 

@@ -5,12 +5,12 @@
 // backward recomputes, so a layer's autograd graph holds q, k, v and the parameters
 // only (O(N) memory per head, no [N, N] tensor), instead of the per-chunk HD states
 // (2145 x 65 floats per KV head and chunk at d = 64) that the differentiable ATen path
-// (hd.h) saves.
+// (chunked_attention.h) saves.
 //
 //   q [B, Hq, N, D], k [B, Hkv, N, D], v [B, Hkv, N, Dv]  ->  y [B, Hq, N, Dv]
 //
 // The function is windowed_pairwise (windowed/windowed_reference.h) with the layer's κ;
-// S = W = 0 is the plain kernel method, hd_pairwise (oal/hd_reference.h). Differentiable
+// S = W = 0 is the plain kernel method, hd_pairwise (oal/references.h). Differentiable
 // in q, k, v, the kernels' L and log_scale (c_h); gradients in each input's dtype.
 #include <ATen/ATen.h>
 

@@ -129,7 +129,8 @@ MethodStore read_store_json(const fs::path& dir, const nlohmann::json& j) {
     if (method_spec(m).kind == MethodKind::quadratic)
       store.kernels[m] = read_kernels(dir / ("kernels-" + m + ".json"));
   StoredTensors files{{}, {}, dir / "baselines.safetensors", dir / "window.safetensors"};
-  if (fs::exists(files.baselines_path)) files.baselines = io::read_safetensors(files.baselines_path);
+  if (fs::exists(files.baselines_path))
+    files.baselines = io::read_safetensors(files.baselines_path);
   if (fs::exists(files.scales_path)) files.scales = io::read_safetensors(files.scales_path);
   for (const auto& lj : j.at("layers")) store.layers.push_back(read_layer(lj, store, files));
   return store;

@@ -10,7 +10,7 @@
 #include "oal/attention/baselines/spectraformer.h"
 #include "oal/attention/baselines/taylorshift.h"
 #include "oal/attention/method_names.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/attention/softmax/softmax_method.h"
 #include "oal/attention/windowed/windowed_attention.h"
 #include "oal/core/error.h"

@@ -25,7 +25,7 @@ struct MethodShape {
 
 enum class MethodKind {
   exact,        // softmax
-  quadratic,    // OAL and the learned global kernel (HD state, attention/oal/hd.h)
+  quadratic,    // OAL and the learned global kernel (HD state, attention/oal/chunked_attention.h)
   feature_map,  // the linear baselines (attention/baselines/feature_method.h)
   window,       // exact weights on the sinks and the recent window only (StreamingLLM)
 };

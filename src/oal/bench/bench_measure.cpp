@@ -108,18 +108,18 @@ double simd_gemm_rate() {
 }
 
 std::vector<GemmShapeRate> gemm_backend_rates() {
-  struct Shape {
+  struct GemmCase {
     const char* name;
     int64_t M, N, K;
     bool trans_a;
   };
-  const Shape shapes[] = {{"flash tile 64x64x64", 64, 64, 64, false},
+  const GemmCase shapes[] = {{"flash tile 64x64x64", 64, 64, 64, false},
                           {"OAL readout 448x64x2145", 448, 64, 2145, false},
                           {"OAL update 2145x64x64 (A transposed)", 2145, 64, 64, true},
                           {"square 1024x1024x1024", 1024, 1024, 1024, false}};
   ScopedSingleThreadBlas one_thread;  // as inside the kernels' work items
   std::vector<GemmShapeRate> out;
-  for (const Shape& sh : shapes) {
+  for (const GemmCase& sh : shapes) {
     const at::Tensor a = at::randn({sh.M * sh.K}), b = at::randn({sh.K * sh.N});
     at::Tensor c = at::zeros({sh.M * sh.N});
     const int64_t a_rs = sh.trans_a ? 1 : sh.K, a_cs = sh.trans_a ? sh.M : 1;

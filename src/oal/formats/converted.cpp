@@ -8,7 +8,7 @@
 
 #include "oal/adapt/hybrid.h"
 #include "oal/attention/baselines/feature_method.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/attention/registry.h"
 #include "oal/attention/windowed/windowed_attention.h"
 #include "oal/core/error.h"
@@ -22,13 +22,13 @@ namespace {
 constexpr const char* k_op = "convert";
 
 // Query heads, KV heads (0 = not recorded) and head_dim of a stored method.
-struct Shape {
+struct MethodShape {
   int64_t q_heads = 0, kv_heads = 0, head_dim = 0;
 };
 
-Shape method_shape(const attn::AttentionMethod& m) {
+MethodShape method_shape(const attn::AttentionMethod& m) {
   if (auto* w = dynamic_cast<const attn::WindowedAttention*>(&m))
-    return w->base() ? method_shape(*w->base()) : Shape{};
+    return w->base() ? method_shape(*w->base()) : MethodShape{};
   if (auto* q = dynamic_cast<const attn::QuadraticAttention*>(&m))
     return {q->kernels().heads(), 0, q->kernels().dim()};
   if (auto* f = dynamic_cast<const attn::FeatureMapMethod*>(&m))
@@ -38,7 +38,7 @@ Shape method_shape(const attn::AttentionMethod& m) {
 
 // A stored layer's method fits the model's attention shape `c`.
 void check_shape(const attn::AttentionMethod& m, int64_t layer, const model::ModelConfig& c) {
-  const Shape s = method_shape(m);
+  const MethodShape s = method_shape(m);
   check(s.q_heads == 0 || s.q_heads == c.num_heads, k_op,
         "calibration layer {} has {} query heads, the model {}: it belongs to another model", layer,
         s.q_heads, c.num_heads);

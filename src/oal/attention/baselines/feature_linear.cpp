@@ -213,7 +213,8 @@ at::Tensor log_kernel_attention(const at::Tensor& log_kappa, const at::Tensor& v
     for (int64_t p = 0; p < P; ++p) pos.push_back(S - P + p);
   check_positions(pos, S, P);
   at::Tensor mask = causal_row_mask(pos, S, at::TensorOptions().dtype(at::kBool));
-  at::Tensor lk = log_kappa.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+  at::Tensor lk =
+      log_kappa.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
   at::Tensor w = at::softmax(lk, -1);
   check(at::isfinite(w).all().item<bool>(), op,
         "kernel weights are not finite (a log-kernel entry is NaN or +inf)");

@@ -21,7 +21,8 @@ at::Tensor orthogonal_random_projection(int64_t features, int64_t dim, uint64_t 
     blocks.push_back(q.t());  // rows orthonormal
   }
   at::Tensor W = at::cat(blocks, 0).narrow(0, 0, features);
-  at::Tensor lengths = seeded_normal({features, dim}, derive_seed(seed, {n_blocks, 2})).norm(2, {1});
+  at::Tensor lengths =
+      seeded_normal({features, dim}, derive_seed(seed, {n_blocks, 2})).norm(2, {1});
   return (W * lengths.unsqueeze(1)).contiguous();
 }
 

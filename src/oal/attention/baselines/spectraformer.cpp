@@ -44,7 +44,8 @@ SpectraFormerAttention::SpectraFormerAttention(at::Tensor B, at::Tensor G, at::T
     : FeatureMapMethod(q_heads, kv_heads, B.numel(), chunk),
       B_(std::move(B)), G_(std::move(G)), S_(std::move(S)), perm_(perm.to(at::kLong)) {
   const int64_t D = head_dim();
-  check(is_power_of_two(D), names::spectraformer, "FastFood needs a power-of-2 head dim, got {}", D);
+  check(is_power_of_two(D), names::spectraformer, "FastFood needs a power-of-2 head dim, got {}",
+        D);
   check(B_.dim() == 1 && G_.numel() == D && S_.numel() == D && perm_.numel() == D,
         names::spectraformer, "B, G, S, perm must all be [{}]", D);
   at::Tensor sorted = std::get<0>(perm_.sort());
@@ -83,7 +84,8 @@ at::Tensor SpectraFormerAttention::fastfood_dense() const {
   auto acc = perm_.accessor<int64_t, 1>();
   for (int64_t i = 0; i < D; ++i) P[i][acc[i]] = 1.0;
   auto dg = [](const at::Tensor& t) { return at::diag(t.detach().to(at::kDouble)); };
-  return at::matmul(dg(S_), at::matmul(H, at::matmul(dg(G_), at::matmul(P, at::matmul(H, dg(B_)))))) /
+  return at::matmul(dg(S_),
+                    at::matmul(H, at::matmul(dg(G_), at::matmul(P, at::matmul(H, dg(B_)))))) /
          std::sqrt(double(D));
 }
 

@@ -1,4 +1,4 @@
-#include "oal/attention/oal/hd.h"
+#include "oal/attention/oal/chunked_attention.h"
 
 #include <c10/core/GradMode.h>
 
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "oal/attention/oal/hd_math.h"
+#include "oal/attention/oal/feature_map.h"
 #include "oal/attention/qkv_shape.h"
 #include "oal/attention/simd_path.h"
 #include "oal/core/error.h"
@@ -78,8 +78,8 @@ at::Tensor extend_aten_sums(const AttentionDims& s, const at::Tensor& q,
                        const at::Tensor& k, const at::Tensor& v, const LayerKernels& lk,
                        HdState& state, const HdOptions& options) {
   auto ct = compute_dtype(q.scalar_type());
-  const bool recording = records_grad(q) || records_grad(k) || records_grad(v) || records_grad(lk.L) ||
-                         records_grad(state.S);
+  const bool recording = records_grad(q) || records_grad(k) || records_grad(v) ||
+                         records_grad(lk.L) || records_grad(state.S);
   const int64_t B = s.batch, Hkv = s.kv_heads, Hq = s.q_heads, G = s.group_size();
   const int64_t n = lk.max_groups() + 1;
   const double inv = 1.0 / std::sqrt(static_cast<double>(s.dim));
@@ -275,11 +275,12 @@ void HdDecodeState::restore(const StateSnapshot& s) {
   if (s.tokens == 0) return;  // an empty state is created at the first tokens
   const at::Tensor& S = *s.find(op, "S", 4);
   const int64_t d = kernels_.group_of.size(1);
-  check(S.size(0) == batch_ && S.size(1) >= 1 && kernels_.heads() % S.size(1) == 0 && S.size(2) == 1 + d + d * (d + 1) / 2 && S.size(3) >= 2 &&
+  check(S.size(0) == batch_ && S.size(1) >= 1 && kernels_.heads() % S.size(1) == 0 &&
+            S.size(2) == 1 + d + d * (d + 1) / 2 && S.size(3) >= 2 &&
             (S.scalar_type() == at::kFloat || S.scalar_type() == at::kDouble),
-        op, "restore: S must be [{}, Hkv | {}, {}, Dv + 1] fp32 or fp64 for d = {}; got {} {}", batch_,
-        kernels_.heads(),
-        1 + d + d * (d + 1) / 2, d, shape_str(S), c10::toString(S.scalar_type()));
+        op, "restore: S must be [{}, Hkv | {}, {}, Dv + 1] fp32 or fp64 for d = {}; got {} {}",
+        batch_, kernels_.heads(), 1 + d + d * (d + 1) / 2, d, shape_str(S),
+        c10::toString(S.scalar_type()));
   state_ = HdState{S.clone(), s.tokens};
 }
 

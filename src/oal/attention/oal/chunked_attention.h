@@ -12,10 +12,10 @@
 // Four evaluations of the same function:
 //   hd_pairwise   O(T²) reference, weights in the factored form (exactly >= eps)
 //   hd_recurrent  token-by-token reference of Eq. 5-6 with separate H0, H1, packed H2
-//                 (both in hd_reference.h)
+//                 (both in references.h)
 //   hd_chunked    chunked prefill (linear in T), differentiable w.r.t. q, k, v and L
 //   hd_extend / HdDecodeState   the same chunked code continuing a state (decode)
-// The state they carry and its layout: hd_state.h.
+// The state they carry and its layout: recurrent_state.h.
 //
 // Numerics: the intra-chunk weights use the factored form eps + ||Lᵀ s̄||² (>= eps, no
 // cancellation); the state readout is the expanded form and can cancel when coordinates
@@ -29,7 +29,7 @@
 #include <string>
 
 #include "oal/attention/method.h"
-#include "oal/attention/oal/hd_state.h"
+#include "oal/attention/oal/recurrent_state.h"
 #include "oal/attention/oal/quadratic.h"
 #include "oal/attention/qkv_shape.h"
 #include "oal/simd/oal_decode.h"

@@ -1,4 +1,4 @@
-#include "oal/attention/oal/hd_math.h"
+#include "oal/attention/oal/feature_map.h"
 
 #include <cmath>
 

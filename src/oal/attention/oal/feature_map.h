@@ -1,7 +1,8 @@
 #pragma once
-// Internal to src/oal/attention/oal/hd*.cpp: the ATen building blocks the HD references and
-// the chunked evaluation share (feature maps, prepared coefficients, checks, readout).
-// Shapes as in hd.h; "compute dtype" = fp64 for fp64 inputs, fp32 otherwise.
+// Internal to src/oal/attention/oal/{chunked_attention,references,feature_map}.cpp: the ATen
+// building blocks the HD references and the chunked evaluation share (feature maps, prepared
+// coefficients, checks, readout). Shapes as in chunked_attention.h; "compute dtype" = fp64 for fp64
+// inputs, fp32 otherwise.
 #include <ATen/ATen.h>
 
 #include <string_view>

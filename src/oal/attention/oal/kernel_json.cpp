@@ -36,7 +36,8 @@ std::vector<std::vector<int64_t>> get_groups(const nlohmann::json& j) {
   check(g.is_array(), k_op, "'groups' must be a list of lists of dimension indices");
   std::vector<std::vector<int64_t>> out;
   for (const auto& group : g)
-    out.push_back(io::json_int_list(group, k_op, "each 'groups' entry (integer dimension indices)"));
+    out.push_back(
+        io::json_int_list(group, k_op, "each 'groups' entry (integer dimension indices)"));
   return out;
 }
 
@@ -101,7 +102,8 @@ nlohmann::json kernels_to_json(const ModelKernels& mk) {
   j["format"] = k_format;
   j["version"] = k_version;
   j["head_dim"] = mk.head_dim;
-  j["parameterization"] = "kappa = epsilon + ||L^T [1, s_1, ..., s_G]||^2, L packed row-major lower";
+  j["parameterization"] =
+      "kappa = epsilon + ||L^T [1, s_1, ..., s_G]||^2, L packed row-major lower";
   nlohmann::json layers = nlohmann::json::object();
   for (const auto& [layer, heads] : mk.layers) {
     nlohmann::json arr = nlohmann::json::array();

@@ -1,4 +1,4 @@
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic_attention.h"
 
 #include <fmt/core.h>
 
@@ -44,7 +44,8 @@ std::unique_ptr<DecodeState> QuadraticAttention::new_state(int64_t batch) const 
 
 std::string QuadraticAttention::fingerprint() const {
   uint64_t h = k_fnv1a_offset;
-  for (const at::Tensor& t : {kernels_.L.detach().to(at::kDouble), kernels_.group_of.to(at::kDouble)}) {
+  for (const at::Tensor& t :
+       {kernels_.L.detach().to(at::kDouble), kernels_.group_of.to(at::kDouble)}) {
     const at::Tensor c = t.to(at::kCPU).contiguous();
     fnv1a(h, c.data_ptr<double>(), static_cast<size_t>(c.numel()) * sizeof(double));
   }

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "oal/attention/method.h"
-#include "oal/attention/oal/hd.h"
+#include "oal/attention/oal/chunked_attention.h"
 #include "oal/attention/oal/quadratic.h"
 
 namespace oal::attn {

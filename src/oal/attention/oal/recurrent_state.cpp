@@ -1,8 +1,8 @@
-#include "oal/attention/oal/hd_state.h"
+#include "oal/attention/oal/recurrent_state.h"
 
 #include <cmath>
 
-#include "oal/attention/oal/hd_math.h"
+#include "oal/attention/oal/feature_map.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
 

@@ -1,5 +1,5 @@
 #pragma once
-// The recurrent state of the HD evaluation (hd.h) and the cached kernel plan its CPU
+// The recurrent state of the HD evaluation (chunked_attention.h) and the cached kernel plan its CPU
 // kernels run with.
 //
 // HD state layout (the fast kernels implement exactly this):

@@ -1,9 +1,9 @@
-#include "oal/attention/oal/hd_reference.h"
+#include "oal/attention/oal/references.h"
 
 #include <cmath>
 #include <vector>
 
-#include "oal/attention/oal/hd_math.h"
+#include "oal/attention/oal/feature_map.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
 

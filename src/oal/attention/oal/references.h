@@ -1,6 +1,7 @@
 #pragma once
-// References of the HD evaluation (hd.h): the same function as hd_chunked / hd_extend,
-// computed the plain way, for tests and diagnostics. Shapes and dtypes as in hd.h.
+// References of the HD evaluation (chunked_attention.h): the same function as hd_chunked /
+// hd_extend, computed the plain way, for tests and diagnostics. Shapes and dtypes as in
+// chunked_attention.h.
 #include <ATen/ATen.h>
 
 #include "oal/attention/oal/quadratic.h"

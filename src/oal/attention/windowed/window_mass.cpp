@@ -22,7 +22,8 @@ at::Tensor mass_beyond_window(const at::Tensor& q, const at::Tensor& k, const Wi
   const int64_t N = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3), Hkv = k.size(1);
   check(k.size(0) == N && k.size(2) == T && k.size(3) == D && Hkv >= 1 && Hq % Hkv == 0, op,
         "q {} and k {} disagree", shape_str(q), shape_str(k));
-  check(T >= 1 && N >= 1, op, "expected at least one sequence and one token, got q {}", shape_str(q));
+  check(T >= 1 && N >= 1, op, "expected at least one sequence and one token, got q {}",
+        shape_str(q));
   const at::Tensor kd = k.to(at::kDouble).repeat_interleave(Hq / Hkv, 1);  // [N, Hq, T, D]
   const at::Tensor kpos = at::arange(T, at::kLong);
   at::Tensor total = at::zeros({Hq}, at::kDouble);
@@ -38,7 +39,8 @@ at::Tensor mass_beyond_window(const at::Tensor& q, const at::Tensor& k, const Wi
     total += (p * beyond).sum(-1).sum(at::IntArrayRef{0, 2});
   }
   const at::Tensor mass = total / double(N * T);
-  check(at::isfinite(mass).all().item<bool>(), op, "the attention mass is not finite (NaN or Inf in q, k)");
+  check(at::isfinite(mass).all().item<bool>(), op,
+        "the attention mass is not finite (NaN or Inf in q, k)");
   return mass;
 }
 

@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include "oal/attention/kernel_train.h"
-#include "oal/attention/oal/hd.h"
+#include "oal/attention/oal/chunked_attention.h"
 #include "oal/attention/qkv_shape.h"
 #include "oal/attention/simd_path.h"
 #include "oal/core/error.h"
@@ -198,8 +198,10 @@ at::Tensor WindowedDecodeState::extend(const at::Tensor& q, const at::Tensor& k,
   const int64_t new_sinks = std::clamp<int64_t>(w.sinks - p0, 0, T);
 
   // The exact part's keys: the sinks, the ring and the new tokens, in position order.
-  const at::Tensor all_k = at::cat({sink_k_, rows(kc, 0, new_sinks), ring_k_, rows(kc, new_sinks, T - new_sinks)}, 2);
-  const at::Tensor all_v = at::cat({sink_v_, rows(vc, 0, new_sinks), ring_v_, rows(vc, new_sinks, T - new_sinks)}, 2);
+  const at::Tensor all_k =
+      at::cat({sink_k_, rows(kc, 0, new_sinks), ring_k_, rows(kc, new_sinks, T - new_sinks)}, 2);
+  const at::Tensor all_v =
+      at::cat({sink_v_, rows(vc, 0, new_sinks), ring_v_, rows(vc, new_sinks, T - new_sinks)}, 2);
   const int64_t sinks_held = sink_k_.size(2) + new_sinks;
 
   // Linear part: keys not yet in the HD state (the ring, then the new non-sink tokens)
@@ -231,20 +233,23 @@ at::Tensor WindowedDecodeState::extend(const at::Tensor& q, const at::Tensor& k,
     ring_v_ = ring_v_.contiguous();
   }
   // Without a linear part c_h cancels: zeros serve every head.
-  const at::Tensor c = method_.base() ? method_.log_scale().to(ct) : at::zeros({s.q_heads}, qc.options());
+  const at::Tensor c =
+      method_.base() ? method_.log_scale().to(ct) : at::zeros({s.q_heads}, qc.options());
   at::Tensor y;
   if (exact_blocker(q, k, v).empty()) {  // the CPU kernel: exact part and combination
     y = at::empty({s.batch, s.q_heads, T, s.value_dim}, qc.options());
     const at::Tensor ak = all_k.contiguous(), av = all_v.contiguous(), cc = c.contiguous();
-    const at::Tensor sums = method_.base() ? at::cat({num, den.unsqueeze(-1)}, -1).contiguous() : at::Tensor();
+    const at::Tensor sums =
+        method_.base() ? at::cat({num, den.unsqueeze(-1)}, -1).contiguous() : at::Tensor();
     const int64_t nk = ak.size(2);
-    simd::window_exact_f32({s.batch, s.q_heads, s.kv_heads, s.dim, s.value_dim, T, p0, w.sinks, w.recent},
-                           qc.contiguous().data_ptr<float>(),
-                           {ak.data_ptr<float>(), av.data_ptr<float>(), nk, sinks_held, 0},
-                           {ak.data_ptr<float>() + sinks_held * s.dim, av.data_ptr<float>() + sinks_held * s.value_dim,
-                            nk, nk - sinks_held, p0 + T - (nk - sinks_held)},
-                           sums.defined() ? sums.data_ptr<float>() : nullptr, cc.data_ptr<float>(),
-                           y.data_ptr<float>());
+    simd::window_exact_f32(
+        {s.batch, s.q_heads, s.kv_heads, s.dim, s.value_dim, T, p0, w.sinks, w.recent},
+        qc.contiguous().data_ptr<float>(),
+        {ak.data_ptr<float>(), av.data_ptr<float>(), nk, sinks_held, 0},
+        {ak.data_ptr<float>() + sinks_held * s.dim, av.data_ptr<float>() + sinks_held * s.value_dim,
+         nk, nk - sinks_held, p0 + T - (nk - sinks_held)},
+        sums.defined() ? sums.data_ptr<float>() : nullptr, cc.data_ptr<float>(),
+        y.data_ptr<float>());
   } else {
     const ExactSums ex = exact_part(qc, all_k, all_v, sinks_held);
     y = combine(ex.m, ex.a, ex.z, num, den, c);
@@ -289,7 +294,8 @@ at::Tensor WindowedDecodeState::step_simd(const AttentionDims& s, const at::Tens
   if (const auto& base = method_.base()) {  // the row leaving the ring enters the state
     if (!hd_) hd_ = HdState::zeros(B, Hkv, D, Dv, at::kFloat, q.device());
     if (!ws_) ws_ = std::make_unique<simd::OalDecodeWorkspace>(B, Hkv, s.group_size(), D, Dv);
-    const at::Tensor k_out = ring_k_.select(2, 0).contiguous(), v_out = ring_v_.select(2, 0).contiguous();
+    const at::Tensor k_out = ring_k_.select(2, 0).contiguous(),
+                     v_out = ring_v_.select(2, 0).contiguous();
     sums = at::empty({B, s.q_heads, Dv + 1}, qf.options());
     simd::oal_decode_step_f32(*base->options().plan_cache->get(base->kernels()), Hkv,
                               qf.data_ptr<float>(), k_out.data_ptr<float>(),
@@ -311,11 +317,11 @@ at::Tensor WindowedDecodeState::step_simd(const AttentionDims& s, const at::Tens
   const at::Tensor c = method_.base() ? method_.log_scale().to(at::kFloat).contiguous()
                                       : at::zeros({s.q_heads}, qf.options());
   const int64_t ns = sink_k_.size(2);
-  simd::window_exact_f32({B, s.q_heads, Hkv, D, Dv, 1, tokens_, w.sinks, W}, qf.data_ptr<float>(),
-                         {sink_k_.data_ptr<float>(), sink_v_.data_ptr<float>(), ns, ns, 0},
-                         {ring_k_.data_ptr<float>(), ring_v_.data_ptr<float>(), W, W, tokens_ - W + 1},
-                         sums.defined() ? sums.data_ptr<float>() : nullptr, c.data_ptr<float>(),
-                         y.data_ptr<float>());
+  simd::window_exact_f32(
+      {B, s.q_heads, Hkv, D, Dv, 1, tokens_, w.sinks, W}, qf.data_ptr<float>(),
+      {sink_k_.data_ptr<float>(), sink_v_.data_ptr<float>(), ns, ns, 0},
+      {ring_k_.data_ptr<float>(), ring_v_.data_ptr<float>(), W, W, tokens_ - W + 1},
+      sums.defined() ? sums.data_ptr<float>() : nullptr, c.data_ptr<float>(), y.data_ptr<float>());
   tokens_ += 1;
   return y.to(q.scalar_type());
 }
@@ -356,8 +362,9 @@ void WindowedDecodeState::restore(const StateSnapshot& snap) {
             rv.scalar_type() == sk.scalar_type(),
         k_state_op, "restore: sink and ring rows must share one fp32 or fp64 dtype");
   // (Without a base the layer has no head count of its own: any Hkv.)
-  check(sk.size(0) == batch_ && Hkv >= 1 && (!method_.base() || method_.q_heads() % Hkv == 0) && D >= 1 &&
-            Dv >= 1 && sk.size(2) == sinks && sv.sizes() == at::IntArrayRef({batch_, Hkv, sinks, Dv}) &&
+  check(sk.size(0) == batch_ && Hkv >= 1 && (!method_.base() || method_.q_heads() % Hkv == 0) &&
+            D >= 1 && Dv >= 1 && sk.size(2) == sinks &&
+            sv.sizes() == at::IntArrayRef({batch_, Hkv, sinks, Dv}) &&
             rk.sizes() == at::IntArrayRef({batch_, Hkv, ring, D}) &&
             rv.sizes() == at::IntArrayRef({batch_, Hkv, ring, Dv}),
         k_state_op,
@@ -381,7 +388,8 @@ void WindowedDecodeState::restore(const StateSnapshot& snap) {
     hd_ = HdState{S->clone(), in_state};
   }
   for (const at::Tensor* t : {&sk, &sv, &rk, &rv})
-    check(at::isfinite(*t).all().item<bool>(), k_state_op, "restore: a sink or ring row is not finite");
+    check(at::isfinite(*t).all().item<bool>(), k_state_op,
+          "restore: a sink or ring row is not finite");
   sink_k_ = sk.clone();
   sink_v_ = sv.clone();
   ring_k_ = rk.clone();

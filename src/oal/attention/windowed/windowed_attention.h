@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "oal/attention/method.h"
-#include "oal/attention/oal/hd_state.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/recurrent_state.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/attention/windowed/window.h"
 #include "oal/simd/oal_decode.h"
 
