@@ -4,7 +4,7 @@
 
 #include "common/tiny_model.h"
 #include "oal/adapt/hybrid.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/core/error.h"
 
 namespace {

@@ -5,7 +5,7 @@
 
 #include "common/tiny_model.h"
 #include "oal/adapt/lora.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/core/error.h"
 #include "oal/model/transformer.h"
 

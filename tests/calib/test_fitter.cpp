@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <set>
 
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/attention/registry.h"
 #include "oal/attention/softmax/softmax_method.h"
 #include "oal/attention/windowed/windowed_attention.h"

@@ -15,7 +15,7 @@
 #include "oal/analysis/layer_scores.h"
 #include "oal/attention/baselines/taylorshift.h"
 #include "oal/attention/method_store.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/attention/oal/quadratic.h"
 #include "oal/attention/windowed/windowed_attention.h"
 #include "oal/convert/convert.h"

@@ -52,7 +52,8 @@ std::vector<std::string> write_figures(const fs::path& dir, const oa::AnalysisRe
   return files;
 }
 
-nlohmann::json summary_json(const oa::AnalysisResult& r, const std::vector<oa::LayerGroups>& groups) {
+nlohmann::json summary_json(const oa::AnalysisResult& r,
+                            const std::vector<oa::LayerGroups>& groups) {
   nlohmann::json layers = nlohmann::json::array();
   for (size_t i = 0; i < r.layers.size(); ++i) {
     const auto& l = r.layers[i];
@@ -79,7 +80,8 @@ void print_table(const oa::AnalysisResult& r, const std::vector<oa::LayerGroups>
     for (size_t h = 0; h < r.layers[i].heads.size(); ++h) {
       const auto& x = r.layers[i].heads[h];
       std::string dims;
-      for (size_t t = 0; t < x.top_dims.size() && t < 3; ++t) dims += (t ? "," : "") + std::to_string(x.top_dims[t]);
+      for (size_t t = 0; t < x.top_dims.size() && t < 3; ++t)
+        dims += (t ? "," : "") + std::to_string(x.top_dims[t]);
       fmt::print("{:>5} {:>4} {:>14} {:>7.1f}% {:>7.1f}% {:>7.3f} {:>4}/{:<2} {:>2}\n",
                  r.layers[i].layer, x.head, dims, 100 * x.top_share, 100 * x.gaussian_top_share,
                  x.heldout_spearman, x.heldout_top_overlap, r.top_k,
@@ -135,7 +137,8 @@ oal::cli::Registrar reg{
     "analyze", "Contribution scores, heterogeneity statistics and figures (paper Sec. 3, App. A)",
     [](CLI::App& app) {
       auto a = std::make_shared<AnalyzeArgs>();
-      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")->required();
+      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")
+          ->required();
       app.add_option("--text", a->text, "Text file; blank-line separated paragraphs are prompts")
           ->required();
       app.add_option("--out", a->out, "Output directory")->required();
@@ -153,7 +156,8 @@ oal::cli::Registrar reg{
                      "stay disjoint from blocks cut from the same text; default: 26 x ctx, the "
                      "blocks of oal calibrate's default split; 0 = from the start")
           ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
-      app.add_option("--top-k", a->top_k, "k of the top-k share and overlap")->capture_default_str();
+      app.add_option("--top-k", a->top_k, "k of the top-k share and overlap")
+          ->capture_default_str();
       oal::cli::add_grouping_options(app, a->grouping);
       app.add_flag("--json", a->json, "Machine-readable summary on stdout");
       app.add_flag("--quiet", a->quiet, "No progress bar");

@@ -154,7 +154,9 @@ void run(BenchArgs a, bool lengths_given) {
     simd::set_gemm_policy(simd::GemmPolicy::own);
   else if (a.gemm == "blas")
     simd::set_gemm_policy(simd::GemmPolicy::blas);
-  else oal::check(a.gemm.empty() || a.gemm == "auto", "bench", "--gemm: '{}', expected own, blas or auto", a.gemm);
+  else
+    oal::check(a.gemm.empty() || a.gemm == "auto", "bench",
+               "--gemm: '{}', expected own, blas or auto", a.gemm);
   oal::check(!a.train || !a.model.empty(), "bench", "--train needs --model (the model to adapt)");
   oal::check(!a.train || a.format != "csv", "bench", "--train writes md or json, not csv");
   if (!a.model.empty()) {
@@ -183,7 +185,8 @@ oal::cli::Registrar reg{
     [](CLI::App& app) {
       auto a = std::make_shared<BenchArgs>();
       std::string known;
-      for (const auto& n : oal::bench::bench_method_names()) known += (known.empty() ? "" : ", ") + n;
+      for (const auto& n : oal::bench::bench_method_names())
+        known += (known.empty() ? "" : ", ") + n;
       app.add_option("--methods", a->methods, "Comma-separated methods (" + known + ")")
           ->capture_default_str();
       app.add_option("--n", a->lengths, "Comma-separated sequence / context lengths")
@@ -212,8 +215,10 @@ oal::cli::Registrar reg{
                      "OAL_GEMM)");
       app.add_option("--groups", a->groups, "Groups of the 'oal' method")->capture_default_str();
       app.add_option("--heads", a->heads, "Query heads (paper App. E: 14)")->capture_default_str();
-      app.add_option("--kv-heads", a->kv_heads, "Key/value heads (paper App. E: 2)")->capture_default_str();
-      app.add_option("--dim", a->dim, "Head dimension d = dv (paper App. E: 64)")->capture_default_str();
+      app.add_option("--kv-heads", a->kv_heads, "Key/value heads (paper App. E: 2)")
+          ->capture_default_str();
+      app.add_option("--dim", a->dim, "Head dimension d = dv (paper App. E: 64)")
+          ->capture_default_str();
       app.add_option("--max-call-seconds", a->max_call_seconds,
                      "Skip a cell whose call is predicted to take longer")
           ->capture_default_str();

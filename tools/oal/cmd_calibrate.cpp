@@ -40,8 +40,9 @@ std::vector<int64_t> shard_layers(const std::vector<int64_t>& layers, const oal:
   std::vector<int64_t> out;
   for (size_t i = 0; i < layers.size(); ++i)
     if (int64_t(i) % s.count == s.index) out.push_back(layers[i]);
-  oal::check(!out.empty(), "calibrate", "--shard {}/{}: no layers left for this shard ({} layers in all)",
-             s.index, s.count, layers.size());
+  oal::check(!out.empty(), "calibrate",
+             "--shard {}/{}: no layers left for this shard ({} layers in all)", s.index, s.count,
+             layers.size());
   return out;
 }
 
@@ -81,7 +82,8 @@ void run(const CalibrateArgs& a) {
     r = oal::calib::calibrate_model(model, stream, groups ? &*groups : nullptr, o);
   }
   if (!root) return;  // rank 0 writes the run and reports
-  oal::calib::write_run(a.out, r, o.calibration, {a.model, a.text, a.ctx, o.split, fingerprint, shard});
+  oal::calib::write_run(a.out, r, o.calibration,
+                        {a.model, a.text, a.ctx, o.split, fingerprint, shard});
   if (a.json) {
     fmt::print("{}\n", nlohmann::json{{"out", a.out},
                                       {"seconds", {{"capture", r.capture_seconds},
@@ -104,11 +106,14 @@ oal::cli::Registrar reg{
     "calibrate", "Fit kernel parameters of OAL and the baselines against softmax (Eq. 20)",
     [](CLI::App& app) {
       auto a = std::make_shared<CalibrateArgs>();
-      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")->required();
+      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")
+          ->required();
       app.add_option("--text", a->text, "Text file: one token stream cut into ctx-token blocks")
           ->required();
       app.add_option("--groups", a->groups, "Kernel JSON from `oal group` (needed for oal)");
-      app.add_option("--methods", a->methods, "Comma-separated methods (of " + oal::attn::method_list() + "; default: all that run with the window)");
+      app.add_option("--methods", a->methods,
+                     "Comma-separated methods (of " + oal::attn::method_list() +
+                         "; default: all that run with the window)");
       app.add_option("--layers", a->layers, "Layers, e.g. 0,2,4-7 (default: all)");
       app.add_option("--ctx", a->ctx, "Block length in tokens")->capture_default_str();
       app.add_option("--out", a->out, "Run directory to write")->required();
@@ -119,9 +124,10 @@ oal::cli::Registrar reg{
                      "Run as N local processes (c10d, Gloo); across machines set MASTER_ADDR, "
                      "MASTER_PORT, RANK, WORLD_SIZE instead, as for torchrun")
           ->capture_default_str();
-      app.add_option("--shard", a->shard,
-                     "i/n: fit only every n-th layer from the i-th (0-based) and write a partial run; "
-                     "combine the n partial runs with `oal merge-calibration`");
+      app.add_option(
+          "--shard", a->shard,
+          "i/n: fit only every n-th layer from the i-th (0-based) and write a partial run; "
+          "combine the n partial runs with `oal merge-calibration`");
       app.add_flag("--quiet", a->quiet, "No progress bars");
       app.add_flag("--json", a->json, "Machine-readable output");
       return [a] { run(*a); };

@@ -31,8 +31,8 @@ at::Tensor chosen_blocks(const std::vector<int32_t>& stream, int64_t ctx,
              stream.size(), ctx);
   at::Tensor all = oal::text::make_block_tensor(stream, ctx);
   for (int64_t b : blocks)
-    oal::check(b < available, "capture", "block {} out of range; the text has {} blocks of {} tokens",
-               b, available, ctx);
+    oal::check(b < available, "capture",
+               "block {} out of range; the text has {} blocks of {} tokens", b, available, ctx);
   return all.index_select(0, at::tensor(blocks, at::kLong));
 }
 
@@ -68,7 +68,8 @@ oal::cli::Registrar reg{
     "capture", "Record q/k/v, head outputs, W_o and residuals of chosen layers to safetensors",
     [](CLI::App& app) {
       auto a = std::make_shared<CaptureArgs>();
-      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")->required();
+      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")
+          ->required();
       app.add_option("--text", a->text, "Text file (one token stream, no BOS)")->required();
       app.add_option("--layers", a->layers, "Layers, e.g. 0,2,4-7")->required();
       app.add_option("--ctx", a->ctx, "Block length in tokens")->required();

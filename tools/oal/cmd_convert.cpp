@@ -24,10 +24,13 @@ void run(ConvertArgs& a) {
   a.o.init = oal::convert::parse_kernel_init(a.init);
   const auto r = oal::convert::run_convert(a.o);
   if (a.json) {
-    fmt::print("{}\n", nlohmann::json{{"method", r.method}, {"layers", r.layers},
-                                      {"layer_range", r.plan.range_rule},
-                                      {"kernel_start", r.plan.from_calibration ? "calibrated" : "initial"},
-                                      {"out", r.out.string()}}.dump(2));
+    fmt::print("{}\n",
+               nlohmann::json{{"method", r.method},
+                              {"layers", r.layers},
+                              {"layer_range", r.plan.range_rule},
+                              {"kernel_start", r.plan.from_calibration ? "calibrated" : "initial"},
+                              {"out", r.out.string()}}
+                   .dump(2));
     return;
   }
   fmt::print("layer range: {}\n", r.plan.range_rule.empty() ? "none (softmax)" : r.plan.range_rule);
@@ -40,7 +43,8 @@ oal::cli::Registrar reg{
     "convert", "Write a hybrid model directory: layers replaced by a calibrated method",
     [](CLI::App& app) {
       auto a = std::make_shared<ConvertArgs>();
-      app.add_option("--model", a->o.model, "Source model (HF dir, .gguf file or llama2.c .bin)")->required();
+      app.add_option("--model", a->o.model, "Source model (HF dir, .gguf file or llama2.c .bin)")
+          ->required();
       app.add_option("--calib", a->calib, "Calibration run directory (oal calibrate)");
       app.add_option("--method", a->o.method,
                      oal::attn::method_list(" | "))
@@ -51,9 +55,10 @@ oal::cli::Registrar reg{
                      "auto:K (the K layers with the least attention beyond the window; needs "
                      "--layer-scores)")
           ->capture_default_str();
-      app.add_option("--init", a->init,
-                     "Kernel parameters: initial = baselines from their own initial values, OAL "
-                     "and global from calibration (paper App. F); calibrated = all from calibration")
+      app.add_option(
+             "--init", a->init,
+             "Kernel parameters: initial = baselines from their own initial values, OAL "
+             "and global from calibration (paper App. F); calibrated = all from calibration")
           ->check(CLI::IsMember({"initial", "calibrated"}))
           ->capture_default_str();
       app.add_option("--sinks", a->o.window.sinks,

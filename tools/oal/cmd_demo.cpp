@@ -23,7 +23,8 @@ namespace {
 
 // `make()` when every file in `needed` exists, else a section saying what is missing.
 template <typename Make>
-oal::demo::DemoSection section_if_present(const std::string& title, const std::vector<std::string>& needed,
+oal::demo::DemoSection section_if_present(const std::string& title,
+                                          const std::vector<std::string>& needed,
                                           const std::string& hint, Make&& make) {
   for (const auto& f : needed) {
     if (std::filesystem::exists(f)) continue;
@@ -46,7 +47,8 @@ oal::cli::Registrar reg{
       auto a = std::make_shared<DemoArgs>();
       app.add_option("--n", a->op.length, "Fitting and accuracy sequence length")
           ->capture_default_str();
-      app.add_option("--speed-n", a->op.speed_lengths, "Sequence lengths timed (prefill; decode at the longest)")
+      app.add_option("--speed-n", a->op.speed_lengths,
+                     "Sequence lengths timed (prefill; decode at the longest)")
           ->capture_default_str();
       app.add_option("--heads", a->op.q_heads, "Query heads")->capture_default_str();
       app.add_option("--kv-heads", a->op.kv_heads, "Key/value heads")->capture_default_str();
@@ -58,7 +60,8 @@ oal::cli::Registrar reg{
       app.add_option("--fit-sequences", a->op.fit_sequences, "Synthetic training sequences")
           ->capture_default_str();
       app.add_option("--chunk", a->op.chunk, "HD chunk size")->capture_default_str();
-      app.add_option("--repeats", a->op.repeats, "Timed prefill calls (median)")->capture_default_str();
+      app.add_option("--repeats", a->op.repeats, "Timed prefill calls (median)")
+          ->capture_default_str();
       app.add_option("--seed", a->op.seed, "Seed of the synthetic data")->capture_default_str();
       app.add_flag("--json", a->json, "Machine-readable output");
       app.add_flag("--quiet", a->quiet, "No progress bar");
@@ -78,9 +81,10 @@ oal::cli::Registrar reg{
         // The sections on real models need their files; without them (a user's own
         // machine) a section says so instead of failing the whole tour.
         oal::demo::FidelityDemoOptions fid;
-        report.sections.push_back(section_if_present(
-            "Frozen-attention fidelity (stories260K)", {fid.model, fid.text},
-            "run from the project root with ../shared/data", [&] { return oal::demo::fidelity_demo(fid, progress); }));
+        report.sections.push_back(
+            section_if_present("Frozen-attention fidelity (stories260K)", {fid.model, fid.text},
+                               "run from the project root with ../shared/data",
+                               [&] { return oal::demo::fidelity_demo(fid, progress); }));
         report.sections.push_back(oal::demo::adapt_demo({}, progress));
         oal::demo::SmolLM2DemoOptions smol;
         report.sections.push_back(section_if_present(

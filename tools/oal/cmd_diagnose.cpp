@@ -20,8 +20,9 @@
 namespace {
 
 struct DiagnoseArgs {
-  std::string model, text, groups, tokenizer, layers, methods =
-      fmt::format("{}", fmt::join(oal::attn::method_names(oal::attn::MethodKind::feature_map), ","));
+  std::string model, text, groups, tokenizer, layers,
+      methods = fmt::format(
+          "{}", fmt::join(oal::attn::method_names(oal::attn::MethodKind::feature_map), ","));
   int64_t ctx = 256, seeds = 5;
   oal::cli::SplitArgs split;
   oal::linearize::DiagnoseOptions options;
@@ -62,12 +63,14 @@ oal::cli::Registrar reg{
     "diagnose", "Error concentration on high-contribution dimensions (Table 1)",
     [](CLI::App& app) {
       auto a = std::make_shared<DiagnoseArgs>();
-      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")->required();
+      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")
+          ->required();
       app.add_option("--text", a->text, "Text file (evaluation blocks are used)")->required();
       app.add_option("--groups", a->groups, "Kernel JSON from `oal group` (bulk = group 0)")
           ->required();
       app.add_option("--layers", a->layers, "Layers (default: all in the groups file)");
-      app.add_option("--methods", a->methods, "Comma-separated feature-map baselines")->capture_default_str();
+      app.add_option("--methods", a->methods, "Comma-separated feature-map baselines")
+          ->capture_default_str();
       app.add_option("--ctx", a->ctx, "Block length in tokens")->capture_default_str();
       app.add_option("--positions", a->options.positions, "Sampled query positions per sequence")
           ->capture_default_str();

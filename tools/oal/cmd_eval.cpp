@@ -32,8 +32,8 @@ void run_passkey(const EvalArgs& a) {
   const auto& model = opened.model;
   const int64_t longest = *std::max_element(a.passkey.lengths.begin(), a.passkey.lengths.end());
   const int64_t positions = model->config().max_position_embeddings;
-  oal::check(positions <= 0 || longest <= positions, "eval", "--lengths up to {} exceed the model's {} positions",
-             longest, positions);
+  oal::check(positions <= 0 || longest <= positions, "eval",
+             "--lengths up to {} exceed the model's {} positions", longest, positions);
   PasskeyTokenizeFn tokenize = [&](const std::string& s) {
     auto ids = tok->encode(s, false);
     return std::vector<int64_t>(ids.begin(), ids.end());
@@ -45,11 +45,16 @@ void run_passkey(const EvalArgs& a) {
   const auto cells = oal::eval::run_passkey(a.passkey, tokenize, matches, bar.fn());
   bar.finish();
   if (a.json) {
-    nlohmann::json j = {{"model", a.model}, {"task", "passkey"}, {"trials", a.passkey.trials},
-                        {"digits", a.passkey.digits}, {"seed", a.passkey.seed}, {"cells", nlohmann::json::array()}};
+    nlohmann::json j = {{"model", a.model},           {"task", "passkey"},
+                        {"trials", a.passkey.trials}, {"digits", a.passkey.digits},
+                        {"seed", a.passkey.seed},     {"cells", nlohmann::json::array()}};
     for (const auto& c : cells)
-      j["cells"].push_back({{"length", c.length}, {"depth", c.depth}, {"tokens", c.tokens},
-                            {"trials", c.trials}, {"correct", c.correct}, {"accuracy", c.accuracy()}});
+      j["cells"].push_back({{"length", c.length},
+                            {"depth", c.depth},
+                            {"tokens", c.tokens},
+                            {"trials", c.trials},
+                            {"correct", c.correct},
+                            {"accuracy", c.accuracy()}});
     fmt::print("{}\n", j.dump(2));
     return;
   }
@@ -75,7 +80,8 @@ void run(const EvalArgs& a) {
     auto ids = tok->encode(s, false);  // App. F.3: no BOS/EOS
     return std::vector<int64_t>(ids.begin(), ids.end());
   };
-  ContinuationLogprobFn logprob = [&](const std::vector<int64_t>& c, const std::vector<int64_t>& x) {
+  ContinuationLogprobFn logprob = [&](const std::vector<int64_t>& c,
+                                      const std::vector<int64_t>& x) {
     return continuation_logprob(*model, c, x);
   };
   oal::cli::ProgressBar bar("eval", !a.quiet);
@@ -92,21 +98,27 @@ void run(const EvalArgs& a) {
     fmt::print("{}\n", j.dump(2));
     return;
   }
-  fmt::print("{} ({} examples, length normalisation by {})\n", mc_task_name(task), r.total, norm_name);
+  fmt::print("{} ({} examples, length normalisation by {})\n", mc_task_name(task), r.total,
+             norm_name);
   fmt::print("acc      {:6.2f}%  ({}/{})\n", 100 * r.acc(), r.correct, r.total);
   fmt::print("acc_norm {:6.2f}%  ({}/{})\n", 100 * r.acc_norm(), r.correct_norm, r.total);
 }
 
 oal::cli::Registrar reg{
-    "eval", "Zero-shot multiple choice (piqa, hellaswag, arc-e) from a local JSONL file, or passkey retrieval",
+    "eval",
+    "Zero-shot multiple choice (piqa, hellaswag, arc-e) from a local JSONL file, or passkey "
+    "retrieval",
     [](CLI::App& app) {
       auto a = std::make_shared<EvalArgs>();
-      app.add_option("--model", a->model, "Model (HF dir, .gguf file, converted dir or llama2.c .bin)")->required();
+      app.add_option("--model", a->model,
+                     "Model (HF dir, .gguf file, converted dir or llama2.c .bin)")
+          ->required();
       app.add_option("--task", a->task, "piqa | hellaswag | arc-e | passkey")->required();
-      app.add_option("--data", a->data,
-                     "Multiple choice: JSONL in the dataset's public layout (PIQA: goal/sol1/sol2/label; "
-                     "HellaSwag: activity_label/ctx_a/ctx_b/endings/label; ARC: "
-                     "question{stem,choices}/answerKey); not used by passkey");
+      app.add_option(
+          "--data", a->data,
+          "Multiple choice: JSONL in the dataset's public layout (PIQA: goal/sol1/sol2/label; "
+          "HellaSwag: activity_label/ctx_a/ctx_b/endings/label; ARC: "
+          "question{stem,choices}/answerKey); not used by passkey");
       app.add_option("--limit", a->limit, "Score only the first K examples (0 = all)");
       app.add_option("--norm", a->norm,
                      "acc_norm length unit: tokens | chars (default: tokens for piqa and "
@@ -116,8 +128,10 @@ oal::cli::Registrar reg{
           ->delimiter(',')->capture_default_str();
       app.add_option("--depths", a->passkey.depths, "passkey: relative needle depths in [0, 1]")
           ->delimiter(',')->capture_default_str();
-      app.add_option("--trials", a->passkey.trials, "passkey: random keys per (length, depth)")->capture_default_str();
-      app.add_option("--digits", a->passkey.digits, "passkey: digits per key")->capture_default_str();
+      app.add_option("--trials", a->passkey.trials, "passkey: random keys per (length, depth)")
+          ->capture_default_str();
+      app.add_option("--digits", a->passkey.digits, "passkey: digits per key")
+          ->capture_default_str();
       app.add_option("--seed", a->passkey.seed, "passkey: seed of the keys")->capture_default_str();
       app.add_flag("--quiet", a->quiet, "No progress bar");
       app.add_flag("--json", a->json, "Machine-readable output");

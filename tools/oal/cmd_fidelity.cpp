@@ -37,7 +37,8 @@ void run(const FidelityArgs& a) {
   j["text"] = a.text;
   j["calib"] = a.calib;
   j["ctx"] = a.ctx;
-  const std::string out = a.out.empty() ? (std::filesystem::path(a.calib) / "fidelity.json").string() : a.out;
+  const std::string out =
+      a.out.empty() ? (std::filesystem::path(a.calib) / "fidelity.json").string() : a.out;
   oal::io::write_file_atomic(out, j.dump(2) + "\n");
   if (a.json) {
     fmt::print("{}\n", j.dump(2));
@@ -52,7 +53,8 @@ oal::cli::Registrar reg{
     "fidelity", "Frozen-attention MSE/RelMSE of every calibrated method vs softmax (Table 2)",
     [](CLI::App& app) {
       auto a = std::make_shared<FidelityArgs>();
-      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")->required();
+      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")
+          ->required();
       app.add_option("--text", a->text, "Text file (same stream as calibration)")->required();
       app.add_option("--calib", a->calib, "Run directory written by `oal calibrate`")->required();
       app.add_option("--layers", a->layers, "Layers to evaluate (default: all calibrated)");

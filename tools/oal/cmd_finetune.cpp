@@ -97,8 +97,11 @@ oal::cli::Registrar reg{
     [](CLI::App& app) {
       auto a = std::make_shared<FinetuneArgs>();
       auto& o = a->o;
-      app.add_option("--model", o.convert.model, "Source model (HF dir, .gguf file or llama2.c .bin)")->required();
-      app.add_option("--calib", a->calib, "Calibration run directory (oal calibrate); not needed for softmax");
+      app.add_option("--model", o.convert.model,
+                     "Source model (HF dir, .gguf file or llama2.c .bin)")
+          ->required();
+      app.add_option("--calib", a->calib,
+                     "Calibration run directory (oal calibrate); not needed for softmax");
       app.add_option("--method", o.convert.method,
                      oal::attn::method_list(" | "))
           ->capture_default_str();
@@ -118,16 +121,23 @@ oal::cli::Registrar reg{
                      "Scores from `oal layer-scores --out FILE`, for --layers auto:K");
       app.add_option("--train", a->train, "Training text file")->required();
       app.add_option("--val", a->val, "Validation text file")->required();
-      app.add_option("--train-blocks", o.train_blocks, "Training blocks: A:B half-open (A: to the end) or A-B inclusive")->capture_default_str();
-      app.add_option("--val-blocks", o.val_blocks, "Validation blocks: A:B half-open or A-B inclusive")->capture_default_str();
+      app.add_option("--train-blocks", o.train_blocks,
+                     "Training blocks: A:B half-open (A: to the end) or A-B inclusive")
+          ->capture_default_str();
+      app.add_option("--val-blocks", o.val_blocks,
+                     "Validation blocks: A:B half-open or A-B inclusive")
+          ->capture_default_str();
       app.add_option("--steps", o.train.steps, "Optimizer updates")->required();
       app.add_option("--ctx", o.ctx, "Tokens per block")->required();
-      app.add_option("--out", a->out, "Run directory (checkpoints, adapters, converted model)")->required();
+      app.add_option("--out", a->out, "Run directory (checkpoints, adapters, converted model)")
+          ->required();
       app.add_flag("--resume", o.resume, "Continue from the run directory's last checkpoint");
       app.add_option("--batch", o.train.batch, "Blocks per update")->capture_default_str();
       app.add_option("--lr", o.train.adamw.lr, "Peak learning rate")->capture_default_str();
-      app.add_option("--weight-decay", o.train.adamw.weight_decay, "AdamW weight decay")->capture_default_str();
-      app.add_option("--warmup", o.train.warmup_fraction, "Warm-up fraction of updates")->capture_default_str();
+      app.add_option("--weight-decay", o.train.adamw.weight_decay, "AdamW weight decay")
+          ->capture_default_str();
+      app.add_option("--warmup", o.train.warmup_fraction, "Warm-up fraction of updates")
+          ->capture_default_str();
       app.add_option("--clip", o.train.clip_norm, "Gradient-norm clip")->capture_default_str();
       app.add_option("--eval-every", o.train.eval_every, "Validate and checkpoint every K updates")
           ->capture_default_str();
@@ -140,16 +150,19 @@ oal::cli::Registrar reg{
                      "Validation NLL decrease that counts as an improvement for --patience")
           ->check(CLI::NonNegativeNumber)
           ->capture_default_str();
-      app.add_option("--seed", o.train.seed, "Seed (block order, dropout, adapter init)")->capture_default_str();
+      app.add_option("--seed", o.train.seed, "Seed (block order, dropout, adapter init)")
+          ->capture_default_str();
       app.add_option("--rank", o.lora.rank, "LoRA rank")->capture_default_str();
       app.add_option("--alpha", o.lora.alpha, "LoRA alpha")->capture_default_str();
       app.add_option("--dropout", o.lora.dropout, "LoRA dropout")->capture_default_str();
-      app.add_option("--init", a->init,
-                     "Kernel parameters: initial = baselines from their own initial values, OAL "
-                     "and global from calibration (paper App. F); calibrated = all from calibration")
+      app.add_option(
+             "--init", a->init,
+             "Kernel parameters: initial = baselines from their own initial values, OAL "
+             "and global from calibration (paper App. F); calibrated = all from calibration")
           ->check(CLI::IsMember({"initial", "calibrated"}))
           ->capture_default_str();
-      app.add_flag("--freeze-kernel", a->freeze_kernel, "Train LoRA only (kernel parameters fixed)");
+      app.add_flag("--freeze-kernel", a->freeze_kernel,
+                   "Train LoRA only (kernel parameters fixed)");
       app.add_option("--device", o.device, "cpu | cuda[:N]")->capture_default_str();
       app.add_option("--tokenizer", a->tokenizer, "Tokenizer file (default: beside the model)");
       app.add_option("--nproc", a->nproc,

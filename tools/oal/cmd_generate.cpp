@@ -46,7 +46,8 @@ void run(const GenerateArgs& a) {
     if (!a.json) fmt::print("{}", piece), std::fflush(stdout);
   });
   const size_t n = result.tokens.size();
-  const double decode_rate = result.decode_seconds > 0 && n > 1 ? (n - 1) / result.decode_seconds : 0;
+  const double decode_rate =
+      result.decode_seconds > 0 && n > 1 ? (n - 1) / result.decode_seconds : 0;
   if (a.json) {
     nlohmann::json j = {{"text", text}, {"prompt_tokens", prompt}, {"tokens", result.tokens},
                         {"stopped", result.stopped}, {"prefill_seconds", result.prefill_seconds},
@@ -66,12 +67,16 @@ oal::cli::Registrar reg{
     "generate", "Continue a prompt (greedy, temperature, top-k, top-p), streaming to stdout",
     [](CLI::App& app) {
       auto a = std::make_shared<GenerateArgs>();
-      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")->required();
-      app.add_option("--prompt", a->prompt, "Text to continue (BOS first when the tokenizer adds one)")->required();
+      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")
+          ->required();
+      app.add_option("--prompt", a->prompt,
+                     "Text to continue (BOS first when the tokenizer adds one)")
+          ->required();
       app.add_option("-n,--n-predict", a->n, "Number of new tokens")->capture_default_str();
       app.add_option("--temp", a->temp, "Temperature (0 = greedy)")->capture_default_str();
       app.add_option("--top-p", a->top_p, "Nucleus sampling mass in (0, 1]")->capture_default_str();
-      app.add_option("--top-k", a->top_k, "Keep only the k most likely tokens (0 = all)")->capture_default_str();
+      app.add_option("--top-k", a->top_k, "Keep only the k most likely tokens (0 = all)")
+          ->capture_default_str();
       app.add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
       app.add_option("--tokenizer", a->tokenizer,
                      "Tokenizer file (default: tokenizer.json / tok512.bin / tokenizer.bin "

@@ -33,7 +33,8 @@ void run(const GroupArgs& a) {
                                {"model", r.model},
                                {"analysis", a.analysis},
                                {"init", "taylor: 1 + s + s^2/2 embedded into the groups"}};
-  oal::attn::write_kernels(a.out, oa::grouped_kernels(groups, r.head_dim, a.options, a.budget, meta, a.kernel_eps));
+  oal::attn::write_kernels(
+      a.out, oa::grouped_kernels(groups, r.head_dim, a.options, a.budget, meta, a.kernel_eps));
   if (a.json) {
     nlohmann::json summary = oa::groups_summary_json(groups, a.options, a.budget);
     summary["out"] = a.out;

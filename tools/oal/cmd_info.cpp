@@ -32,9 +32,11 @@ std::string tokenizer_or_empty(const std::string& model) {
 oal::cli::Registrar reg{
     "info", "Describe a checkpoint (HF directory, .gguf file or llama2.c .bin)", [](CLI::App& app) {
       auto a = std::make_shared<InfoArgs>();
-      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")->required();
+      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")
+          ->required();
       app.add_flag("--json", a->json, "Machine-readable output");
-      app.add_flag("--tensors", a->tensors, "GGUF: also list every tensor (name, type, dims, bytes)");
+      app.add_flag("--tensors", a->tensors,
+                   "GGUF: also list every tensor (name, type, dims, bytes)");
       return [a] {
         const oal::model::ModelWeights w = oal::formats::load_model(a->model);
         const std::string tok = tokenizer_or_empty(a->model);

@@ -50,11 +50,14 @@ void run(const LayerScoresArgs& a) {
 
 oal::cli::Registrar reg{
     "layer-scores",
-    "Score layers by the attention weight beyond sinks and a recent window (for convert --layers auto:K)",
+    "Score layers by the attention weight beyond sinks and a recent window (for convert --layers "
+    "auto:K)",
     [](CLI::App& app) {
       auto a = std::make_shared<LayerScoresArgs>();
-      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")->required();
-      app.add_option("--text", a->text, "Text file: one token stream cut into ctx-token blocks")->required();
+      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")
+          ->required();
+      app.add_option("--text", a->text, "Text file: one token stream cut into ctx-token blocks")
+          ->required();
       app.add_option("--ctx", a->ctx, "Block length in tokens")->capture_default_str();
       app.add_option("--blocks", a->blocks,
                      "Blocks to score on (default: calibrate's fitting blocks, disjoint from its "

@@ -51,7 +51,8 @@ void run(LinearizeArgs a) {
   const std::vector<int32_t> stream = tok->encode(text, false);
   std::optional<std::string> prompt_text;
   if (!a.prompt_text.empty()) prompt_text = oal::text::read_text_file(a.prompt_text);
-  const oal::linearize::Splits splits = oal::linearize::make_splits(text, *tok, a.ctx, a.split.parse(), prompt_text);
+  const oal::linearize::Splits splits =
+      oal::linearize::make_splits(text, *tok, a.ctx, a.split.parse(), prompt_text);
   oal::linearize::PipelineOptions o;
   const oal::model::Transformer model = [&] {
     const oal::model::ModelWeights w = oal::formats::load_model(a.model);
@@ -68,8 +69,9 @@ void run(LinearizeArgs a) {
   o.calibration.world = world;
   o.write = root;
   o.resume = a.resume;
-  oal::cli::ProgressBar analyze("analyze", !a.quiet), group("group", !a.quiet), capture("capture", !a.quiet),
-      calibrate("calibrate", !a.quiet), fcapture("capture", !a.quiet), fidelity("fidelity", !a.quiet);
+  oal::cli::ProgressBar analyze("analyze", !a.quiet), group("group", !a.quiet),
+      capture("capture", !a.quiet), calibrate("calibrate", !a.quiet), fcapture("capture", !a.quiet),
+      fidelity("fidelity", !a.quiet);
   const auto r = oal::linearize::run_pipeline(
       model, stream, *tok, splits, o, a.out,
       {analyze.fn(), group.fn(), capture.fn(), calibrate.fn(), fcapture.fn(), fidelity.fn()});
@@ -94,12 +96,15 @@ oal::cli::Registrar reg{
     "linearize", "analyze -> group -> calibrate -> fidelity in one run directory",
     [](CLI::App& app) {
       auto a = std::make_shared<LinearizeArgs>();
-      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")->required();
+      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")
+          ->required();
       app.add_option("--text", a->text, "Text file: prompts (paragraphs) and the token stream")
           ->required();
       app.add_option("--ctx", a->ctx, "Block / prompt length in tokens")->capture_default_str();
       app.add_option("--out", a->out, "Run directory")->required();
-      app.add_option("--methods", a->methods, "Comma-separated methods (of " + oal::attn::method_list() + "; default: all that run with the window)");
+      app.add_option("--methods", a->methods,
+                     "Comma-separated methods (of " + oal::attn::method_list() +
+                         "; default: all that run with the window)");
       app.add_option("--layers", a->layers, "Layers (default: all)");
       app.add_option("--prompts", a->prompts, "Calibration prompts for the grouping")
           ->capture_default_str();

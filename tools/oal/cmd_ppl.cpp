@@ -62,7 +62,8 @@ oal::cli::Registrar reg{
     "ppl", "Perplexity on a text file: one token stream, non-overlapping ctx-token blocks",
     [](CLI::App& app) {
       auto a = std::make_shared<PplArgs>();
-      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")->required();
+      app.add_option("--model", a->model, "HF model directory, .gguf file or llama2.c checkpoint")
+          ->required();
       app.add_option("--text", a->text, "Text file (read whole as one token stream, no BOS)")
           ->required();
       app.add_option("--ctx", a->ctx, "Block length in tokens (ctx - 1 targets per block)")

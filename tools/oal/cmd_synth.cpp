@@ -38,7 +38,9 @@ void run(const SynthArgs& a) {
     oal::fixtures::write_synthetic_model(a.out, o);
   } else {
     using oal::io::GgmlType;
-    const GgmlType type = a.gguf == "q8_0" ? GgmlType::Q8_0 : a.gguf == "f16" ? GgmlType::F16 : GgmlType::F32;
+    const GgmlType type = a.gguf == "q8_0"  ? GgmlType::Q8_0
+                          : a.gguf == "f16" ? GgmlType::F16
+                                            : GgmlType::F32;
     const oal::model::ModelWeights w = oal::fixtures::make_synthetic_weights(o);
     oal::formats::write_gguf_model(
         a.out, w, static_cast<uint32_t>(type),
@@ -58,10 +60,11 @@ void run(const SynthArgs& a) {
                            .dump(2));
     return;
   }
-  fmt::print("wrote a synthetic {} model ({} layers, {} query / {} KV heads of {}, {}; random "
-             "weights) to {}\n",
-             a.shape, o.num_layers, o.num_heads, o.num_kv_heads, hd,
-             a.gguf.empty() ? (o.dtype == at::kBFloat16 ? "bf16" : "fp32") : "GGUF " + a.gguf, a.out);
+  fmt::print(
+      "wrote a synthetic {} model ({} layers, {} query / {} KV heads of {}, {}; random "
+      "weights) to {}\n",
+      a.shape, o.num_layers, o.num_heads, o.num_kv_heads, hd,
+      a.gguf.empty() ? (o.dtype == at::kBFloat16 ? "bf16" : "fp32") : "GGUF " + a.gguf, a.out);
 }
 
 oal::cli::Registrar reg{

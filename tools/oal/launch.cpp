@@ -118,7 +118,8 @@ void launch_local_ranks(const std::vector<std::string>& args, int nproc) {
     const int rank = int(it - pids.begin());
     *it = -1;
     if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && failure.empty()) {
-      failure = "rank " + std::to_string(rank) + " of " + std::to_string(nproc) + " " + describe(status);
+      failure =
+          "rank " + std::to_string(rank) + " of " + std::to_string(nproc) + " " + describe(status);
       for (pid_t p : pids)
         if (p > 0) ::kill(p, SIGTERM);
     }

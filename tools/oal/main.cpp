@@ -60,14 +60,17 @@ int main(int argc, char** argv) {
   // An unknown first word is a mistyped command: name it and list the commands (CLI11
   // alone would answer "A subcommand is required").
   if (argc > 1 && argv[1][0] != '-' &&
-      std::none_of(commands.begin(), commands.end(), [&](const auto& c) { return c.name == argv[1]; })) {
+      std::none_of(commands.begin(), commands.end(),
+                   [&](const auto& c) { return c.name == argv[1]; })) {
     std::string names;
     for (const auto& c : commands) {
       if (!names.empty()) names += ", ";
       names += c.name;
     }
-    fmt::print(stderr, "error: unknown command '{}'; the commands are: {}\nRun 'oal --help' for what each does.\n",
-               argv[1], names);
+    fmt::print(
+        stderr,
+        "error: unknown command '{}'; the commands are: {}\nRun 'oal --help' for what each does.\n",
+        argv[1], names);
     return 2;
   }
   try {

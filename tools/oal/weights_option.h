@@ -1,8 +1,9 @@
 #pragma once
 // --weights auto|f32|stored|bf16|q8_0 (how a model's weights are held; model/weight_format.h),
 // its older spelling --keep-dtype (= --weights stored), --kv-cache f32|f16|q8_0 (the softmax
-// layers' KV cache) and --quant-dot dequant|int8 (simd/linear_quant.h), shared by generate, ppl, serve and bench --model; --ubatch (how a
-// prompt is prefilled) for generate and bench --model (serve slices prompts itself,
+// layers' KV cache) and --quant-dot dequant|int8 (simd/linear_quant.h), shared by generate, ppl,
+// serve and bench --model; --ubatch (how a prompt is prefilled) for generate and bench --model
+// (serve slices prompts itself,
 // --prefill-chunk).
 #include <CLI/CLI.hpp>
 
@@ -13,7 +14,8 @@ namespace oal::cli {
 
 inline void add_weights_option(CLI::App& app, model::TransformerOptions& o) {
   app.add_option_function<std::string>(
-         "--weights", [&o](const std::string& name) { o.weights = model::parse_weight_format(name); },
+         "--weights",
+         [&o](const std::string& name) { o.weights = model::parse_weight_format(name); },
          "How weights are held: auto = quantized GGUF tensors as stored (Q4_1, Q8_0, ... run by "
          "the quantized kernels), float ones as fp32; f32 = all fp32; stored = bf16/f16 kept too "
          "(read as stored by the kernels); bf16; q8_0 = convert to Q8_0 (8.5 bits per weight)")

@@ -81,8 +81,9 @@ json head_to_json(const HeadAnalysis& h) {
   if (!h.prefix.empty()) {
     json points = json::array();
     for (const auto& p : h.prefix)
-      points.push_back(
-          {{"length", p.length}, {"normalized_top_percent", p.normalized_top}, {"spearman", p.spearman}});
+      points.push_back({{"length", p.length},
+                        {"normalized_top_percent", p.normalized_top},
+                        {"spearman", p.spearman}});
     j["prefix"] = {{"top_dims", h.prefix_top_dims}, {"points", points}};
   }
   return j;

@@ -195,7 +195,8 @@ PromptSet make_prompt_set(const std::vector<std::string>& paragraphs,
   for (int64_t i = 0; i < need; ++i)
     (i < o.calibration ? set.calibration : set.heldout).push_back(encode(paragraphs[i]));
   if (tokenizer.bos_id() >= 0) set.prefix_sequence.push_back(tokenizer.bos_id());
-  for (size_t i = 0; i < paragraphs.size() && static_cast<int64_t>(set.prefix_sequence.size()) < o.ctx; ++i) {
+  for (size_t i = 0;
+       i < paragraphs.size() && static_cast<int64_t>(set.prefix_sequence.size()) < o.ctx; ++i) {
     std::vector<int32_t> ids = tokenizer.encode(paragraphs[i], false);
     set.prefix_sequence.insert(set.prefix_sequence.end(), ids.begin(), ids.end());
   }

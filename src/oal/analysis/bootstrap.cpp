@@ -15,7 +15,8 @@ uint64_t SplitMix64::next() {
 
 uint64_t SplitMix64::below(uint64_t n) {
   // Reject the top partial block of 2^64 so every residue is equally likely.
-  const uint64_t limit = std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % n;
+  const uint64_t limit =
+      std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % n;
   uint64_t x = next();
   while (x >= limit) x = next();
   return x % n;

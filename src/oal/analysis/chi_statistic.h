@@ -41,7 +41,8 @@ const at::Tensor& statistic_rows(ChiStatistic statistic, const at::Tensor& signe
 
 // The statistic's profile from prompt means: mean-abs → magnitude_mean, abs-mean →
 // |signed_mean|, signed → signed_mean. Both [d]; returns [d].
-std::vector<double> statistic_profile(ChiStatistic statistic, const std::vector<double>& signed_mean,
+std::vector<double> statistic_profile(ChiStatistic statistic,
+                                      const std::vector<double>& signed_mean,
                                       const std::vector<double>& magnitude_mean);
 
 // Profile from the rows of statistic_rows: their mean, with |.| for abs-mean.

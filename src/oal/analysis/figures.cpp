@@ -13,7 +13,8 @@
 
 namespace oal::analysis {
 
-std::string contribution_profile_svg(const LayerAnalysis& layer, const std::vector<Grouping>& groups,
+std::string contribution_profile_svg(const LayerAnalysis& layer,
+                                     const std::vector<Grouping>& groups,
                                      const std::string& model_name) {
   check(groups.size() == layer.heads.size(), "figures", "{} groupings for {} heads", groups.size(),
         layer.heads.size());
@@ -22,7 +23,8 @@ std::string contribution_profile_svg(const LayerAnalysis& layer, const std::vect
   for (size_t h = 0; h < layer.heads.size(); ++h) {
     const HeadAnalysis& head = layer.heads[h];
     figures::BarPanel p;
-    p.title = fmt::format("head {} (kv {}), G = {}", head.head, head.kv_head, groups[h].num_groups());
+    p.title =
+        fmt::format("head {} (kv {}), G = {}", head.head, head.kv_head, groups[h].num_groups());
     for (int64_t r : head.order) {
       p.values.push_back(head.score.empty() ? head.chi[r] : head.score[r]);
       p.colors.push_back(static_cast<int>(groups[h].group_of.at(r)));

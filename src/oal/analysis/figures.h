@@ -14,7 +14,8 @@
 namespace oal::analysis {
 
 // groups[h] is head h's grouping (same order as layer.heads).
-std::string contribution_profile_svg(const LayerAnalysis& layer, const std::vector<Grouping>& groups,
+std::string contribution_profile_svg(const LayerAnalysis& layer,
+                                     const std::vector<Grouping>& groups,
                                      const std::string& model_name);
 
 // Needs at least one layer with an activation summary.

@@ -167,7 +167,8 @@ Grouping group_fixed_budget(const std::vector<double>& chi, int64_t budget) {
   std::vector<size_t> idx(g.candidates.size());
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
   std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
-    if (g.candidates[a].rho != g.candidates[b].rho) return g.candidates[a].rho > g.candidates[b].rho;
+    if (g.candidates[a].rho != g.candidates[b].rho)
+      return g.candidates[a].rho > g.candidates[b].rho;
     return g.candidates[a].k > g.candidates[b].k;
   });
   std::vector<int64_t> cuts;

@@ -122,7 +122,8 @@ std::string groups_summary_table(const std::vector<LayerGroups>& layers) {
     for (size_t h = 0; h < l.heads.size(); ++h) {
       const Grouping& g = l.heads[h];
       std::string outl;
-      for (size_t k = 1; k < g.groups.size(); ++k) outl += (k > 1 ? " " : "") + dims_str(g.groups[k]);
+      for (size_t k = 1; k < g.groups.size(); ++k)
+        outl += (k > 1 ? " " : "") + dims_str(g.groups[k]);
       s += fmt::format("{:>5} {:>4} {:>2} {:>7} {:>4}  {}\n", l.layer, h, g.num_groups(),
                        g.natural_cuts, g.groups[0].size(), outl);
       ++histogram[g.num_groups()];
@@ -133,8 +134,8 @@ std::string groups_summary_table(const std::vector<LayerGroups>& layers) {
 }
 
 attn::ModelKernels grouped_kernels(const std::vector<LayerGroups>& layers, int64_t head_dim,
-                                   const GroupingOptions& options, int64_t budget, nlohmann::json meta,
-                                   double eps) {
+                                   const GroupingOptions& options, int64_t budget,
+                                   nlohmann::json meta, double eps) {
   attn::ModelKernels kernels;
   kernels.head_dim = head_dim;
   for (const auto& l : layers) kernels.layers[l.layer] = taylor_kernels(l, eps);

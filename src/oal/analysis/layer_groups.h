@@ -38,11 +38,12 @@ std::vector<attn::QuadraticKernel> taylor_kernels(const LayerGroups& layer,
 // `meta` plus meta["grouping"] = groups_summary_json without its per-layer part (the
 // layers themselves hold the groups). What `oal group` and `oal linearize` write.
 attn::ModelKernels grouped_kernels(const std::vector<LayerGroups>& layers, int64_t head_dim,
-                                   const GroupingOptions& options, int64_t budget, nlohmann::json meta,
-                                   double eps = attn::k_default_eps);
+                                   const GroupingOptions& options, int64_t budget,
+                                   nlohmann::json meta, double eps = attn::k_default_eps);
 
-// Machine-readable summary: the options (with "chi_statistic"); per layer/head the group count, natural-cut count, groups
-// (dims), outlier dims (all non-bulk dims) and candidate cuts (k, ρ, S, natural, chosen).
+// Machine-readable summary: the options (with "chi_statistic"); per layer/head the group count,
+// natural-cut count, groups (dims), outlier dims (all non-bulk dims) and candidate cuts (k, ρ, S,
+// natural, chosen).
 nlohmann::json groups_summary_json(const std::vector<LayerGroups>& layers,
                                    const GroupingOptions& options, int64_t budget);
 

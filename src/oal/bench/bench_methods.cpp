@@ -9,7 +9,7 @@
 #include <map>
 
 #include "oal/attention/method_names.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/attention/oal/quadratic.h"
 #include "oal/attention/registry.h"
 #include "oal/attention/simd_path.h"
@@ -78,7 +78,8 @@ void attach_method(BenchMethod& m, std::shared_ptr<const attn::AttentionMethod> 
     *notice = dispatches ? attn::simd_path(attn::simd_blocker(q, k, v)) : "aten";
     return method->forward(q, k, v);
   };
-  m.decoder = [method, s, notice, dispatches](at::ScalarType, int64_t) -> std::unique_ptr<BenchDecoder> {
+  m.decoder = [method, s, notice, dispatches](at::ScalarType,
+                                              int64_t) -> std::unique_ptr<BenchDecoder> {
     return std::make_unique<AttentionDecoder>(method, s.batch, notice, dispatches);
   };
 }
@@ -232,8 +233,9 @@ BenchMethod windowed_method(const BenchShape& s, const std::string& name) {
     base = std::make_shared<attn::QuadraticAttention>(
         bench_kernels(s, name == "oal+window" ? s.oal_groups : 1), options);
   }
-  attach_method(m, std::make_shared<attn::WindowedAttention>(base, s.window, at::zeros({s.q_heads})), s,
-                true);
+  attach_method(m,
+                std::make_shared<attn::WindowedAttention>(base, s.window, at::zeros({s.q_heads})),
+                s, true);
   m.state_bytes = [s, base](int64_t n, at::ScalarType t) {
     const int64_t rows = std::min(n, s.window.sinks + s.window.recent);
     // Rows are kept in the compute dtype: fp32 for fp32 and bf16 inputs.
@@ -261,7 +263,9 @@ BenchMethod baseline_method(const attn::MethodSpec& spec, const BenchShape& s) {
   const attn::MethodShape ms{0, s.q_heads, s.kv_heads, s.dim};
   BenchMethod m = bench_method_from_attention(attn::make_method(spec.name, ms, s.seed, nullptr), s);
   m.name = spec.name;
-  m.prefill_bytes = [s, &spec](int64_t n, at::ScalarType) { return baseline_feature_bytes(spec, s, n); };
+  m.prefill_bytes = [s, &spec](int64_t n, at::ScalarType) {
+    return baseline_feature_bytes(spec, s, n);
+  };
   return m;
 }
 
@@ -300,7 +304,8 @@ BenchMethod make_bench_method(const std::string& name, const BenchShape& shape) 
     return windowed_method(shape, name);
   const attn::MethodSpec& spec = attn::method_spec(name);
   if (spec.kind == attn::MethodKind::quadratic)
-    return quadratic_method(shape, name, spec.fit == attn::Fit::grouped_kernel ? shape.oal_groups : 1);
+    return quadratic_method(shape, name,
+                            spec.fit == attn::Fit::grouped_kernel ? shape.oal_groups : 1);
   return baseline_method(spec, shape);
 }
 

@@ -196,15 +196,18 @@ std::string model_bench_markdown(const ModelBenchReport& r) {
       r.model, r.parameters / 1e6, r.machine.cpu, r.machine.logical_cores, r.machine.threads, r.isa,
       r.machine.blas, r.gemm_gflops_fp32, r.kv_cache,
       r.ubatch > 0 ? std::to_string(r.ubatch) : std::string("whole prompt"), r.quant_dot);
-  out += "| variant | converted | mode | N | ms (median) | min–max | tokens/s | GFLOP/s | %GEMM | peak RSS MiB | +MiB | state MiB |\n";
+  out +=
+      "| variant | converted | mode | N | ms (median) | min–max | tokens/s | GFLOP/s | %GEMM | "
+      "peak RSS MiB | +MiB | state MiB |\n";
   out += "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& x : r.rows)
-    out += fmt::format("| {} | {} | {} | {} | {:.2f} | {:.2f}–{:.2f} | {:.1f} | {} | {} | {:.0f} | {:.0f} | {:.1f} |\n",
-                       x.variant, x.layers, x.mode, x.n, x.ms_median, x.ms_min, x.ms_max,
-                       x.tokens_per_s, x.mode == "prefill" ? fmt::format("{:.1f}", x.gflops) : "",
-                       x.mode == "prefill" ? fmt::format("{:.0f}%", 100 * x.gemm_fraction) : "",
-                       x.peak_rss_bytes / 1048576.0, x.peak_extra_bytes / 1048576.0,
-                       x.state_bytes / 1048576.0);
+    out += fmt::format(
+        "| {} | {} | {} | {} | {:.2f} | {:.2f}–{:.2f} | {:.1f} | {} | {} | {:.0f} | {:.0f} | "
+        "{:.1f} |\n",
+        x.variant, x.layers, x.mode, x.n, x.ms_median, x.ms_min, x.ms_max, x.tokens_per_s,
+        x.mode == "prefill" ? fmt::format("{:.1f}", x.gflops) : "",
+        x.mode == "prefill" ? fmt::format("{:.0f}%", 100 * x.gemm_fraction) : "",
+        x.peak_rss_bytes / 1048576.0, x.peak_extra_bytes / 1048576.0, x.state_bytes / 1048576.0);
   if (!r.memory_reset_ok)
     out += "\nPeak RSS could not be reset between cells: peaks are process maxima so far.\n";
   return out;
@@ -215,10 +218,10 @@ std::string model_bench_csv(const ModelBenchReport& r) {
       "variant,converted,mode,n,ms_median,ms_min,ms_max,tokens_per_s,gflops,gemm_fraction,"
       "peak_rss_bytes,peak_extra_bytes,state_bytes\n";
   for (const auto& x : r.rows)
-    out += fmt::format("{},{},{},{},{:.4f},{:.4f},{:.4f},{:.3f},{:.3f},{:.4f},{},{},{}\n", x.variant,
-                       x.layers, x.mode, x.n, x.ms_median, x.ms_min, x.ms_max, x.tokens_per_s,
-                       x.gflops, x.gemm_fraction, x.peak_rss_bytes, x.peak_extra_bytes,
-                       x.state_bytes);
+    out +=
+        fmt::format("{},{},{},{},{:.4f},{:.4f},{:.4f},{:.3f},{:.3f},{:.4f},{},{},{}\n", x.variant,
+                    x.layers, x.mode, x.n, x.ms_median, x.ms_min, x.ms_max, x.tokens_per_s,
+                    x.gflops, x.gemm_fraction, x.peak_rss_bytes, x.peak_extra_bytes, x.state_bytes);
   return out;
 }
 

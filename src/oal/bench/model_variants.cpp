@@ -7,7 +7,7 @@
 
 #include "oal/adapt/hybrid.h"
 #include "oal/attention/method_names.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/attention/softmax/softmax_method.h"
 #include "oal/attention/windowed/windowed_attention.h"
 #include "oal/bench/bench_methods.h"

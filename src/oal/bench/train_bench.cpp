@@ -138,14 +138,17 @@ std::string train_bench_markdown(const TrainBenchReport& r) {
       r.config.lora.rank, r.config.lora.alpha, r.config.lora.dropout, r.lora_parameters / 1e6,
       r.config.window.none() ? "" : " beside " + r.config.window.describe(),
       r.config.train_kernel ? "kernel parameters trained" : "kernel parameters frozen");
-  out += "| variant | converted | kernel params | ctx | update ms (median) | min–max | forward ms | "
-         "backward ms | optimizer ms | tokens/s | peak RSS MiB | +MiB |\n";
+  out +=
+      "| variant | converted | kernel params | ctx | update ms (median) | min–max | forward ms | "
+      "backward ms | optimizer ms | tokens/s | peak RSS MiB | +MiB |\n";
   out += "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& x : r.rows)
-    out += fmt::format("| {} | {} | {} | {} | {:.0f} | {:.0f}–{:.0f} | {:.0f} | {:.0f} | {:.1f} | {:.1f} | {:.0f} | {:.0f} |\n",
-                       x.variant, x.layers, x.kernel_parameters, x.ctx, x.ms_median, x.ms_min, x.ms_max, x.forward_ms, x.backward_ms,
-                       x.optimizer_ms, x.tokens_per_s, x.peak_rss_bytes / 1048576.0,
-                       x.peak_extra_bytes / 1048576.0);
+    out += fmt::format(
+        "| {} | {} | {} | {} | {:.0f} | {:.0f}–{:.0f} | {:.0f} | {:.0f} | {:.1f} | {:.1f} | {:.0f} "
+        "| {:.0f} |\n",
+        x.variant, x.layers, x.kernel_parameters, x.ctx, x.ms_median, x.ms_min, x.ms_max,
+        x.forward_ms, x.backward_ms, x.optimizer_ms, x.tokens_per_s, x.peak_rss_bytes / 1048576.0,
+        x.peak_extra_bytes / 1048576.0);
   if (!r.memory_reset_ok)
     out += "\nPeak RSS could not be reset between rows: peaks are process maxima so far.\n";
   return out;
@@ -154,11 +157,19 @@ std::string train_bench_markdown(const TrainBenchReport& r) {
 std::string train_bench_json(const TrainBenchReport& r) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& x : r.rows)
-    rows.push_back({{"variant", x.variant}, {"converted", x.layers},
-                    {"kernel_parameters", x.kernel_parameters}, {"ctx", x.ctx}, {"samples", x.samples}, {"ms_median", x.ms_median},
-                    {"ms_min", x.ms_min}, {"ms_max", x.ms_max}, {"forward_ms", x.forward_ms},
-                    {"backward_ms", x.backward_ms}, {"optimizer_ms", x.optimizer_ms},
-                    {"tokens_per_s", x.tokens_per_s}, {"peak_rss_bytes", x.peak_rss_bytes},
+    rows.push_back({{"variant", x.variant},
+                    {"converted", x.layers},
+                    {"kernel_parameters", x.kernel_parameters},
+                    {"ctx", x.ctx},
+                    {"samples", x.samples},
+                    {"ms_median", x.ms_median},
+                    {"ms_min", x.ms_min},
+                    {"ms_max", x.ms_max},
+                    {"forward_ms", x.forward_ms},
+                    {"backward_ms", x.backward_ms},
+                    {"optimizer_ms", x.optimizer_ms},
+                    {"tokens_per_s", x.tokens_per_s},
+                    {"peak_rss_bytes", x.peak_rss_bytes},
                     {"peak_extra_bytes", x.peak_extra_bytes}});
   nlohmann::json j = {
       {"model", r.model},

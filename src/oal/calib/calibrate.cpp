@@ -157,7 +157,8 @@ CalibrationResult calibrate(const std::vector<LayerFitInput>& inputs,
   // Methods that start from another's fit (registry starts_from) run in the second stage.
   std::vector<MethodRun*> first, second;
   for (auto& r : runs) (attn::method_spec(r.name).starts_from ? second : first).push_back(&r);
-  const std::shared_ptr<dist::World> world_ptr = options.world ? options.world : dist::single_process();
+  const std::shared_ptr<dist::World> world_ptr =
+      options.world ? options.world : dist::single_process();
   dist::World& world = *world_ptr;
   int64_t total = 0, done = 0;  // this rank's fits
   for (const auto* stage : {&first, &second})
@@ -186,7 +187,8 @@ CalibrationResult calibrate(const std::vector<LayerFitInput>& inputs,
     res.layers.push_back(std::move(lm));
   }
   for (const auto& r : runs)
-    for (const auto& f : r.fits) res.reports.insert(res.reports.end(), f.reports.begin(), f.reports.end());
+    for (const auto& f : r.fits)
+      res.reports.insert(res.reports.end(), f.reports.begin(), f.reports.end());
   for (auto& [name, k] : res.kernels) k.head_dim = inputs[0].data.q_train.size(3);
   return res;
 }

@@ -163,7 +163,8 @@ class TaylorShiftCalibrator : public MethodCalibrator {
       taus.push_back(results[h].best.at(0).reshape({1}));
       lf.reports.push_back(report(tasks[h], results[h], true));
     }
-    lf.method = std::make_shared<attn::TaylorShiftAttention>(at::cat(taus), kv_heads(c), head_dim(c));
+    lf.method =
+        std::make_shared<attn::TaylorShiftAttention>(at::cat(taus), kv_heads(c), head_dim(c));
     return lf;
   }
 };
@@ -198,7 +199,8 @@ class DiJiangCalibrator : public MethodCalibrator {
  private:
   // The seeded draws are a pure function of (shape, layer, seed): rebuilt where needed.
   static std::shared_ptr<attn::DiJiangAttention> initial(const LayerContext& c) {
-    return attn::DiJiangAttention::init(q_heads(c), kv_heads(c), head_dim(c), c.input->layer, seed(c));
+    return attn::DiJiangAttention::init(q_heads(c), kv_heads(c), head_dim(c), c.input->layer,
+                                        seed(c));
   }
 };
 
@@ -226,7 +228,8 @@ class SpectraFormerCalibrator : public MethodCalibrator {
 
  private:
   static std::shared_ptr<attn::SpectraFormerAttention> initial(const LayerContext& c) {
-    return attn::SpectraFormerAttention::init(q_heads(c), kv_heads(c), head_dim(c), c.input->layer, seed(c));
+    return attn::SpectraFormerAttention::init(q_heads(c), kv_heads(c), head_dim(c), c.input->layer,
+                                              seed(c));
   }
 };
 

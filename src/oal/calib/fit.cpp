@@ -94,8 +94,10 @@ FitResult fit(const FitProblem& problem, const FitData& data, const FitSettings&
     const int64_t b = static_cast<int64_t>(next_random(rng) % uint64_t(n_train));
     std::vector<int64_t> pos = sample_positions(T, settings.positions, rng);
     auto sl = [b](const at::Tensor& t) { return t.narrow(0, b, 1); };
-    at::Tensor y_hat = problem.outputs_at(sl(data.q_train), sl(data.k_train), sl(data.v_train), pos);
-    at::Tensor y = sl(data.y_train).index_select(2, at::tensor(pos, at::kLong)).to(y_hat.scalar_type());
+    at::Tensor y_hat =
+        problem.outputs_at(sl(data.q_train), sl(data.k_train), sl(data.v_train), pos);
+    at::Tensor y =
+        sl(data.y_train).index_select(2, at::tensor(pos, at::kLong)).to(y_hat.scalar_type());
     at::Tensor loss = 0.5 * (y_hat - y).pow(2).sum();
     check(std::isfinite(loss.item<double>()), k_op, "training loss is not finite at update {}", u);
     adam.zero_grad();

@@ -27,8 +27,8 @@ class Reader {
     return x;
   }
   void take(void* dst, size_t n) {
-    check(n <= s_.size() - pos_, k_op, "truncated results: need {} more bytes at offset {} of {}", n,
-          pos_, s_.size());
+    check(n <= s_.size() - pos_, k_op, "truncated results: need {} more bytes at offset {} of {}",
+          n, pos_, s_.size());
     std::memcpy(dst, s_.data() + pos_, n);
     pos_ += n;
   }
@@ -73,7 +73,8 @@ std::vector<int> assign_tasks(const std::vector<double>& costs, int ranks) {
   check(ranks >= 1, k_op, "expected at least one rank, got {}", ranks);
   std::vector<size_t> order(costs.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return costs[a] > costs[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return costs[a] > costs[b]; });
   std::vector<double> load(ranks, 0.0);
   std::vector<int> owner(costs.size(), 0);
   for (size_t i : order) {

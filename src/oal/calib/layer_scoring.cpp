@@ -18,8 +18,8 @@ analysis::LayerScores score_layers(const model::Transformer& model,
   const int64_t available = int64_t(stream.size()) / ctx;
   std::vector<int64_t> ids;
   for (int64_t b : blocks) {
-    check(b >= 0 && b < available, op, "block {} does not exist: the text has {} blocks of {} tokens",
-          b, available, ctx);
+    check(b >= 0 && b < available, op,
+          "block {} does not exist: the text has {} blocks of {} tokens", b, available, ctx);
     for (int64_t t = b * ctx; t < (b + 1) * ctx; ++t) ids.push_back(stream[t]);
   }
   const at::Tensor tokens = at::tensor(ids, at::kLong).view({int64_t(blocks.size()), ctx});

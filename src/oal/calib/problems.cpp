@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "oal/attention/baselines/feature_linear.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/attention/windowed/windowed_attention.h"
 #include "oal/attention/windowed/windowed_reference.h"
 #include "oal/core/error.h"
@@ -97,7 +97,8 @@ QuadraticProblem quadratic_problem(const attn::QuadraticKernel& init) {
       }
       return at::cat(ys, 0);
     }
-    auto kernel = attn::QuadraticKernel::from_lower(groups, at::tril(L.detach().to(at::kDouble)), eps);
+    auto kernel =
+        attn::QuadraticKernel::from_lower(groups, at::tril(L.detach().to(at::kDouble)), eps);
     attn::QuadraticAttention m = attn::QuadraticAttention::from_kernels({kernel}, {}, false);
     return m.forward(q, k, v);
   };
@@ -128,8 +129,10 @@ QuadraticProblem windowed_quadratic_problem(const attn::QuadraticKernel& init, d
     at::NoGradGuard g;
     const int64_t T = q.size(2);
     if (T * T * D > (int64_t(1) << 26)) {  // long blocks: the linear-time method
-      auto kernel = attn::QuadraticKernel::from_lower(groups, at::tril(L.detach().to(at::kDouble)), eps);
-      auto base = std::make_shared<attn::QuadraticAttention>(attn::QuadraticAttention::from_kernels({kernel}));
+      auto kernel =
+          attn::QuadraticKernel::from_lower(groups, at::tril(L.detach().to(at::kDouble)), eps);
+      auto base = std::make_shared<attn::QuadraticAttention>(
+          attn::QuadraticAttention::from_kernels({kernel}));
       return attn::WindowedAttention(base, window, c.detach()).forward(q, k, v);
     }
     // Rows in blocks of 128 bound the [rows, T, D] intermediate of the factored weights.

@@ -62,7 +62,8 @@ std::vector<Part> read_parts(const std::vector<fs::path>& dirs) {
             [](const Part& a, const Part& b) { return a.index < b.index; });
   const nlohmann::json first = run_identity(parts[0].meta);
   const int64_t n = parts[0].count;
-  check(int64_t(parts.size()) == n, k_op, "expected all {} shards of the run, got {}", n, parts.size());
+  check(int64_t(parts.size()) == n, k_op, "expected all {} shards of the run, got {}", n,
+        parts.size());
   for (size_t i = 0; i < parts.size(); ++i) {
     check(parts[i].index == int64_t(i), k_op,
           "{}: shard index {} given twice or missing (expected 0..{})", parts[i].dir.string(),
@@ -148,7 +149,8 @@ void merge_runs(const std::vector<fs::path>& dirs, const fs::path& out) {
   for (const auto& f : fits) meta["fits"].push_back(f.second);
   std::error_code ec;
   fs::create_directories(out, ec);
-  check(!ec && fs::is_directory(out), k_op, "cannot create directory {}: {}", out.string(), ec.message());
+  check(!ec && fs::is_directory(out), k_op, "cannot create directory {}: {}", out.string(),
+        ec.message());
   if (!oal.layers.empty()) attn::write_kernels(out / "kernels-oal.json", oal);
   if (!global.layers.empty()) attn::write_kernels(out / "kernels-global.json", global);
   if (!baselines.empty()) io::write_safetensors(out / "baselines.safetensors", baselines);

@@ -2,9 +2,9 @@
 // The calibration's capture spread over the processes of a run: rank r runs the model
 // forward and computes the softmax targets for blocks r, r + size, r + 2·size, ... of the
 // training blocks followed by the validation blocks, then every rank receives every
-// block's tensors (all_gather) in block order. Each block is its own forward pass, so the result equals
-// the single-process capture; the work per rank is 1/size of it — at model scale the
-// capture is most of a calibration (docs/calibration.md).
+// block's tensors (all_gather) in block order. Each block is its own forward pass, so the result
+// equals the single-process capture; the work per rank is 1/size of it — at model scale the capture
+// is most of a calibration (docs/calibration.md).
 #include <ATen/ATen.h>
 
 #include <cstdint>

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "oal/attention/method_store.h"
-#include "oal/attention/oal/oal_method.h"
+#include "oal/attention/oal/quadratic_attention.h"
 #include "oal/attention/registry.h"
 #include "oal/attention/windowed/windowed_attention.h"
 #include "oal/core/error.h"
@@ -49,7 +49,8 @@ std::shared_ptr<attn::QuadraticAttention> trainable_quadratic(const attn::Quadra
 
 // A windowed layer trains its kernel and its c_h jointly (new objects).
 std::shared_ptr<attn::AttentionMethod> make_trainable(std::shared_ptr<attn::AttentionMethod> m) {
-  if (auto* q = dynamic_cast<const attn::QuadraticAttention*>(m.get())) return trainable_quadratic(*q);
+  if (auto* q = dynamic_cast<const attn::QuadraticAttention*>(m.get()))
+    return trainable_quadratic(*q);
   if (auto* w = dynamic_cast<const attn::WindowedAttention*>(m.get()))
     return std::make_shared<attn::WindowedAttention>(
         w->base() ? trainable_quadratic(*w->base()) : nullptr, w->window(), w->log_scale(),
@@ -91,10 +92,12 @@ std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> methods_from_calibrati
   if (window_only && calib_dir.empty()) {  // nothing fitted: the window is the method
     const model::ModelConfig& c = weights.config;
     for (int64_t l : layers)
-      out[l] = attn::make_method(method, {l, c.num_heads, c.num_kv_heads, c.head_dim, window}, 0, nullptr);
+      out[l] = attn::make_method(method, {l, c.num_heads, c.num_kv_heads, c.head_dim, window}, 0,
+                                 nullptr);
     return out;
   }
-  check(!calib_dir.empty(), k_op, "method '{}' needs a calibration run directory (--calib)", method);
+  check(!calib_dir.empty(), k_op, "method '{}' needs a calibration run directory (--calib)",
+        method);
   const attn::MethodStore run = attn::read_method_store(calib_dir);
   check(window.none() || window == run.window, k_op,
         "--sinks/--window ask for {} but the calibration run {} was fitted with {}: calibrate "
@@ -104,8 +107,9 @@ std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> methods_from_calibrati
   for (const auto& lm : run.layers) {
     if (std::find(layers.begin(), layers.end(), lm.layer) == layers.end()) continue;
     std::shared_ptr<attn::AttentionMethod> m =
-        starts_from_calibration(method, init) ? lm.methods.at(method)
-                                              : initial_method(run, weights.config, method, lm.layer);
+        starts_from_calibration(method, init)
+            ? lm.methods.at(method)
+            : initial_method(run, weights.config, method, lm.layer);
     if (trainable) m = make_trainable(std::move(m));
     out[lm.layer] = m;
   }

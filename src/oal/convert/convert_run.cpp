@@ -25,7 +25,8 @@ void plan_auto_layers(const ConvertOptions& o, int64_t num_layers, ConversionPla
     fail("convert", "--layers '{}': expected auto:K with K a layer count, e.g. auto:24", o.layers);
   }
   check(!o.layer_scores.empty(), "convert",
-        "--layers {} needs --layer-scores FILE (written by `oal layer-scores --out FILE`)", o.layers);
+        "--layers {} needs --layer-scores FILE (written by `oal layer-scores --out FILE`)",
+        o.layers);
   const analysis::LayerScores s = analysis::read_layer_scores(o.layer_scores);
   check(o.window.none() || o.window == s.window, "convert",
         "{} scored layers beside {} but --sinks/--window ask for {}", o.layer_scores.string(),
@@ -34,8 +35,9 @@ void plan_auto_layers(const ConvertOptions& o, int64_t num_layers, ConversionPla
     check(l.layer < num_layers, "convert", "{} scores layer {}: the model has {} layers",
           o.layer_scores.string(), l.layer, num_layers);
   p.layers = analysis::least_window_mass_layers(s, k);
-  p.range_rule = fmt::format("auto: the {} of {} scored layers with the least softmax weight beyond {} ({})",
-                             k, s.layers.size(), s.window.describe(), o.layer_scores.string());
+  p.range_rule =
+      fmt::format("auto: the {} of {} scored layers with the least softmax weight beyond {} ({})",
+                  k, s.layers.size(), s.window.describe(), o.layer_scores.string());
 }
 
 }  // namespace

@@ -9,8 +9,8 @@ namespace oal {
 
 // done / total units of `what` (e.g. "blocks", "heads"); `detail` is a short status
 // such as "loss 1.234". Called from the thread that drives the work.
-using ProgressFn =
-    std::function<void(int64_t done, int64_t total, std::string_view what, std::string_view detail)>;
+using ProgressFn = std::function<void(int64_t done, int64_t total, std::string_view what,
+                                      std::string_view detail)>;
 
 inline void report(const ProgressFn& fn, int64_t done, int64_t total, std::string_view what,
                    std::string_view detail = {}) {

@@ -70,9 +70,11 @@ DemoSection analysis_demo(const AnalysisDemoOptions& o, const ProgressFn& progre
              "share = top-k share of the contribution magnitude (docs/analysis.md); Gaussian = the "
              "same statistic for i.i.d. N(0,1) q/k of the same shape",
              "planted out of bulk = every planted dimension lies outside group 0"};
-  s.columns = {"layer", "head", "planted",
-               fmt::format("top dims ({})", analysis::chi_statistic_name(r.chi)), "share", "Gaussian", "held-out rho",
-               "G", "outlier dims", "planted out of bulk"};
+  s.columns = {"layer",        "head",
+               "planted",      fmt::format("top dims ({})", analysis::chi_statistic_name(r.chi)),
+               "share",        "Gaussian",
+               "held-out rho", "G",
+               "outlier dims", "planted out of bulk"};
   nlohmann::json heads = nlohmann::json::array();
   for (size_t l = 0; l < r.layers.size(); ++l)
     for (size_t h = 0; h < r.layers[l].heads.size(); ++h) {

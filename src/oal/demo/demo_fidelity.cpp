@@ -32,7 +32,8 @@ attn::ModelKernels budget_groups(const model::Transformer& m, const at::Tensor& 
       const at::Tensor rows =  // [B, D], one head
           analysis::statistic_rows(chi, signed_rows.select(1, h), mag_rows.select(1, h));
       const std::vector<double> v = analysis::profile_of_rows(chi, rows);
-      heads.push_back(attn::QuadraticKernel::taylor(analysis::group_fixed_budget(v, budget).groups));
+      heads.push_back(
+          attn::QuadraticKernel::taylor(analysis::group_fixed_budget(v, budget).groups));
     }
     out.layers[l] = heads;
     out.head_dim = signed_rows.size(2);
@@ -66,7 +67,8 @@ DemoSection fidelity_demo(const FidelityDemoOptions& o, const ProgressFn& progre
   const analysis::ChiStatistic chi = analysis::GroupingOptions{}.chi;
   const attn::ModelKernels groups = budget_groups(m, blocks.train, o.group_budget, chi);
   const calib::CalibrationResult r = calib::calibrate_model(m, stream, &groups, co);
-  const linearize::FidelityResult f = linearize::evaluate_run(m, stream, o.ctx, co.split, r.layers, {}, {});
+  const linearize::FidelityResult f =
+      linearize::evaluate_run(m, stream, o.ctx, co.split, r.layers, {}, {});
   DemoSection s;
   s.title = "Frozen-attention fidelity (Table 2 layout)";
   s.notes = {fmt::format("model {}, text {}, {} held-out blocks of {} tokens, all layers", o.model,

@@ -107,10 +107,12 @@ std::map<std::string, Speed> time_methods(const OperatorDemoOptions& o, int64_t 
   c.repeats = o.repeats;
   c.decode_steps = o.decode_steps;
   c.measure_gemm = false;
-  c.shape = {o.batch, o.q_heads, o.kv_heads, o.dim, o.value_dim, o.chunk, groups, o.seed};
+  c.shape = {o.batch,     o.q_heads, o.kv_heads, o.dim,
+             o.value_dim, o.chunk,   groups,     static_cast<int64_t>(o.seed)};
   const bench::BenchReport rep = bench::run_bench(c, progress);
   std::map<std::string, Speed> out;
-  for (const auto& r : rep.rows) (r.mode == "prefill" ? out[r.method].prefill : out[r.method].decode)[r.n] = r;
+  for (const auto& r : rep.rows)
+    (r.mode == "prefill" ? out[r.method].prefill : out[r.method].decode)[r.n] = r;
   return out;
 }
 
@@ -133,11 +135,11 @@ DemoSection operator_demo(const OperatorDemoOptions& o, const ProgressFn& progre
       {"learned global (G = 1)", fitted.layers[0].methods.at(attn::names::global)},
       {"Taylor 1 + s + s²/2", attn::make_method(attn::names::global, shape, o.seed, nullptr)}};
   const std::string updates = fmt::format("calib::fit, {} updates x 3 inits", o.fit_steps);
-  std::vector<Row> rows = {
-      {"softmax (exact)", "softmax-flash", "-", "-", 0.0},
-      {"OAL", attn::names::oal, fmt::format("bulk + {} outlier", o.outlier_dims.size()), updates, 0},
-      {"learned global (G = 1)", attn::names::global, "1", updates, 0},
-      {"Taylor 1 + s + s²/2", attn::names::global, "1", "no (init)", 0}};
+  std::vector<Row> rows = {{"softmax (exact)", "softmax-flash", "-", "-", 0.0},
+                           {"OAL", attn::names::oal,
+                            fmt::format("bulk + {} outlier", o.outlier_dims.size()), updates, 0},
+                           {"learned global (G = 1)", attn::names::global, "1", updates, 0},
+                           {"Taylor 1 + s + s²/2", attn::names::global, "1", "no (init)", 0}};
   for (auto& r : rows)
     if (methods.count(r.name)) {
       const at::Tensor y = methods.at(r.name)->forward(eval_seq.q, eval_seq.k, eval_seq.v);
@@ -159,13 +161,15 @@ DemoSection operator_demo(const OperatorDemoOptions& o, const ProgressFn& progre
                   "RelMSE = ||Y - Y_softmax||² / ||Y_softmax||² on a separate {}-token sequence. "
                   "The Taylor row shares the global row's speed.",
                   o.fit_sequences, o.length, o.length),
-      fmt::format("Speed: `oal bench`'s runner (fp32, seeded random inputs: speed does not depend "
-                  "on the values), median of {} prefill calls after a warm-up and of {} decode "
-                  "steps at the given context; state = bytes the decoder holds after the decode timing "
-                  "at {} tokens of context (KV cache vs constant HD state). Reproduce: oal bench --methods softmax-flash,oal,global "
-                  "--dtype fp32 --n {} --heads {} --kv-heads {} --groups {}.",
-                  o.repeats, o.decode_steps, nmax, fmt::join(o.speed_lengths, ","), o.q_heads,
-                  o.kv_heads, o.outlier_dims.size() + 1)};
+      fmt::format(
+          "Speed: `oal bench`'s runner (fp32, seeded random inputs: speed does not depend "
+          "on the values), median of {} prefill calls after a warm-up and of {} decode "
+          "steps at the given context; state = bytes the decoder holds after the decode timing "
+          "at {} tokens of context (KV cache vs constant HD state). Reproduce: oal bench --methods "
+          "softmax-flash,oal,global "
+          "--dtype fp32 --n {} --heads {} --kv-heads {} --groups {}.",
+          o.repeats, o.decode_steps, nmax, fmt::join(o.speed_lengths, ","), o.q_heads, o.kv_heads,
+          o.outlier_dims.size() + 1)};
   sec.columns = {"method", "groups", "fitted", "RelMSE vs softmax"};
   for (int64_t n : o.speed_lengths) sec.columns.push_back(fmt::format("prefill ms N={}", n));
   sec.columns.push_back(fmt::format("decode ms/token N={}", nmax));

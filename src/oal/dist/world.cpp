@@ -63,7 +63,8 @@ class GlooWorld : public World {
   }
 
   void all_reduce_sum(at::Tensor& t) override {
-    check(t.is_contiguous() && t.device().is_cpu(), k_op, "all_reduce: expected a contiguous CPU tensor");
+    check(t.is_contiguous() && t.device().is_cpu(), k_op,
+          "all_reduce: expected a contiguous CPU tensor");
     std::vector<at::Tensor> ts{t};
     wait([&] { return pg_->allreduce(ts); }, "all_reduce");
   }

@@ -11,7 +11,8 @@ struct ContinuationLogits {
   at::Tensor targets;  // [m] the continuation tokens
 };
 
-ContinuationLogits continuation_logits(const model::Transformer& model, const std::vector<int64_t>& context,
+ContinuationLogits continuation_logits(const model::Transformer& model,
+                                       const std::vector<int64_t>& context,
                                        const std::vector<int64_t>& continuation) {
   check(!context.empty() && !continuation.empty(), "mc_score",
         "context and continuation must be non-empty (got {} and {} tokens)", context.size(),
@@ -23,7 +24,8 @@ ContinuationLogits continuation_logits(const model::Transformer& model, const st
   std::vector<int64_t> ids(context);
   ids.insert(ids.end(), continuation.begin(), continuation.end());
   for (int64_t id : ids)
-    check(id >= 0 && id < cfg.vocab_size, "mc_score", "token id {} outside [0, {})", id, cfg.vocab_size);
+    check(id >= 0 && id < cfg.vocab_size, "mc_score", "token id {} outside [0, {})", id,
+          cfg.vocab_size);
   at::NoGradGuard no_grad;
   const at::Device dev = model.device();
   const at::Tensor all = at::tensor(ids, at::kLong).to(dev);

@@ -31,7 +31,8 @@ std::string prompt_text(int64_t fillers, int64_t needle_after, const std::string
 }
 
 void validate(const PasskeyOptions& o) {
-  check(!o.lengths.empty() && !o.depths.empty(), k_op, "expected at least one length and one depth");
+  check(!o.lengths.empty() && !o.depths.empty(), k_op,
+        "expected at least one length and one depth");
   for (int64_t n : o.lengths) check(n > 0, k_op, "length {} must be positive", n);
   for (double d : o.depths) check(d >= 0.0 && d <= 1.0, k_op, "depth {} must be within [0, 1]", d);
   check(o.trials > 0, k_op, "trials must be positive, got {}", o.trials);
@@ -40,9 +41,10 @@ void validate(const PasskeyOptions& o) {
 
 }  // namespace
 
-std::string passkey_key(uint64_t seed, int64_t length, double depth, int64_t trial, int64_t digits) {
-  std::seed_seq seq{seed, static_cast<uint64_t>(length), static_cast<uint64_t>(std::llround(depth * 1e6)),
-                    static_cast<uint64_t>(trial)};
+std::string passkey_key(uint64_t seed, int64_t length, double depth, int64_t trial,
+                        int64_t digits) {
+  std::seed_seq seq{seed, static_cast<uint64_t>(length),
+                    static_cast<uint64_t>(std::llround(depth * 1e6)), static_cast<uint64_t>(trial)};
   std::mt19937_64 gen(seq);
   // The first digit is 1..9 so every key has exactly `digits` digits.
   std::string key(1, static_cast<char>('1' + gen() % 9));
@@ -56,7 +58,8 @@ PasskeyPrompt make_passkey_prompt(const PasskeyTokenizeFn& tokenize, int64_t len
   PasskeyPrompt p;
   p.key = key;
   p.answer = tokenize(" " + key);
-  const int64_t fixed = static_cast<int64_t>(tokenize(prompt_text(0, 0, key)).size() + p.answer.size());
+  const int64_t fixed =
+      static_cast<int64_t>(tokenize(prompt_text(0, 0, key)).size() + p.answer.size());
   const int64_t per_filler = static_cast<int64_t>(tokenize(k_filler).size());
   check(fixed + per_filler <= length, k_op,
         "{} tokens leave no room for filler: the question alone takes {} tokens", length, fixed);
@@ -79,7 +82,8 @@ std::vector<PasskeyCell> run_passkey(const PasskeyOptions& o, const PasskeyToken
     for (double depth : o.depths) {
       PasskeyCell cell{n, depth, 0, 0, 0};
       for (int64_t t = 0; t < o.trials; ++t) {
-        const PasskeyPrompt p = make_passkey_prompt(tokenize, n, depth, passkey_key(o.seed, n, depth, t, o.digits));
+        const PasskeyPrompt p =
+            make_passkey_prompt(tokenize, n, depth, passkey_key(o.seed, n, depth, t, o.digits));
         cell.tokens = static_cast<int64_t>(p.context.size() + p.answer.size());
         cell.correct += matches(p.context, p.answer) ? 1 : 0;
         ++cell.trials;

@@ -50,7 +50,8 @@ struct PasskeyCell {
 
 using PasskeyTokenizeFn = std::function<std::vector<int64_t>(const std::string&)>;
 // Whether the model's argmax at every answer position is the answer token.
-using AnswerMatchFn = std::function<bool(const std::vector<int64_t>& context, const std::vector<int64_t>& answer)>;
+using AnswerMatchFn =
+    std::function<bool(const std::vector<int64_t>& context, const std::vector<int64_t>& answer)>;
 
 // The key of one trial (deterministic for the arguments).
 std::string passkey_key(uint64_t seed, int64_t length, double depth, int64_t trial, int64_t digits);
@@ -62,7 +63,8 @@ PasskeyPrompt make_passkey_prompt(const PasskeyTokenizeFn& tokenize, int64_t len
                                   const std::string& key);
 
 // Every (length, depth) cell over `trials` trials. Validates the options first.
-std::vector<PasskeyCell> run_passkey(const PasskeyOptions& options, const PasskeyTokenizeFn& tokenize,
+std::vector<PasskeyCell> run_passkey(const PasskeyOptions& options,
+                                     const PasskeyTokenizeFn& tokenize,
                                      const AnswerMatchFn& matches, const ProgressFn& progress = {});
 
 }  // namespace oal::eval

@@ -22,8 +22,8 @@ size_t utf8_sequence(const std::string& s, size_t i) {
   for (size_t k = 1; k < n; ++k)
     if ((b(i + k) & 0xc0) != 0x80) return 0;
   // Overlong 3/4-byte forms, surrogates and code points above U+10FFFF.
-  if ((c == 0xe0 && b(i + 1) < 0xa0) || (c == 0xed && b(i + 1) >= 0xa0) || (c == 0xf0 && b(i + 1) < 0x90) ||
-      (c == 0xf4 && b(i + 1) >= 0x90))
+  if ((c == 0xe0 && b(i + 1) < 0xa0) || (c == 0xed && b(i + 1) >= 0xa0) ||
+      (c == 0xf0 && b(i + 1) < 0x90) || (c == 0xf4 && b(i + 1) >= 0x90))
     return 0;
   return n;
 }
@@ -54,7 +54,8 @@ std::map<std::string, int64_t> type_counts(const GgufHeader& h) {
 nlohmann::json value_json(const GgufValue& v) {
   if (const auto* a = std::get_if<std::vector<GgufValue>>(&v.value)) {
     if (a->size() > k_json_array_limit)
-      return {{"type", "array[" + gguf_value_type_name(v.element_type) + "]"}, {"length", a->size()}};
+      return {{"type", "array[" + gguf_value_type_name(v.element_type) + "]"},
+              {"length", a->size()}};
     nlohmann::json out = nlohmann::json::array();
     for (const auto& x : *a) out.push_back(value_json(x));
     return out;
@@ -69,16 +70,17 @@ nlohmann::json value_json(const GgufValue& v) {
 }  // namespace
 
 std::string describe_gguf(const GgufHeader& h, bool tensors) {
-  std::string out = fmt::format("gguf              version {}, alignment {}, {} metadata keys, {} tensors\n",
-                                h.version, h.alignment, h.metadata.size(), h.tensors.size());
+  std::string out =
+      fmt::format("gguf              version {}, alignment {}, {} metadata keys, {} tensors\n",
+                  h.version, h.alignment, h.metadata.size(), h.tensors.size());
   for (const auto& [k, v] : h.metadata) out += fmt::format("  {:<44} {}\n", k, v.summary());
   std::vector<std::string> counts;
   for (const auto& [name, n] : type_counts(h)) counts.push_back(fmt::format("{} {}", name, n));
   out += fmt::format("tensor types      {}\n", fmt::join(counts, ", "));
   if (tensors)
     for (const auto& t : h.tensors)
-      out += fmt::format("  {:<36} {:<6} [{}] {} bytes\n", t.name, ggml_type_name(t.type), fmt::join(t.ne, ", "),
-                         t.nbytes);
+      out += fmt::format("  {:<36} {:<6} [{}] {} bytes\n", t.name, ggml_type_name(t.type),
+                         fmt::join(t.ne, ", "), t.nbytes);
   return out;
 }
 
@@ -90,7 +92,10 @@ nlohmann::json gguf_summary_json(const GgufHeader& h, bool tensors) {
   if (tensors) {
     j["tensors"] = nlohmann::json::array();
     for (const auto& t : h.tensors)
-      j["tensors"].push_back({{"name", json_safe(t.name)}, {"type", ggml_type_name(t.type)}, {"ne", t.ne}, {"bytes", t.nbytes}});
+      j["tensors"].push_back({{"name", json_safe(t.name)},
+                              {"type", ggml_type_name(t.type)},
+                              {"ne", t.ne},
+                              {"bytes", t.nbytes}});
   }
   return j;
 }

@@ -129,7 +129,8 @@ SafetensorsEntry parse_entry(const std::string& name, const nlohmann::json& v,
   return e;
 }
 
-std::map<std::string, std::string> parse_metadata(const nlohmann::json& v, const std::string& file) {
+std::map<std::string, std::string> parse_metadata(const nlohmann::json& v,
+                                                  const std::string& file) {
   check(v.is_object(), k_op, "{}: __metadata__ must be an object of strings", file);
   std::map<std::string, std::string> out;
   for (auto it = v.begin(); it != v.end(); ++it) {

@@ -7,7 +7,8 @@ analysis::AnalysisResult analyze_step(const model::Transformer& model,
                                       const std::vector<std::string>& paragraphs,
                                       const AnalysisStepOptions& options,
                                       const ProgressFn& progress) {
-  const analysis::PromptSet prompts = analysis::make_prompt_set(paragraphs, tokenizer, options.prompts);
+  const analysis::PromptSet prompts =
+      analysis::make_prompt_set(paragraphs, tokenizer, options.prompts);
   analysis::AnalyzeOptions ao = options.analyze;
   ao.progress = progress;
   analysis::AnalysisResult r = analysis::analyze_model(model, prompts, ao);

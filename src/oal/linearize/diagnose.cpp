@@ -114,7 +114,8 @@ double retained_ratio(const std::vector<LayerEval>& evals, const std::vector<at:
 }
 
 std::vector<LayerEval> prepare(const std::vector<DiagnoseLayer>& layers, const std::string& name,
-                               const DiagnoseOptions& o, const std::vector<at::Tensor>* qk_override) {
+                               const DiagnoseOptions& o,
+                               const std::vector<at::Tensor>* qk_override) {
   std::vector<LayerEval> evals;
   for (size_t i = 0; i < layers.size(); ++i) {
     const auto& l = layers[i];
@@ -133,7 +134,8 @@ std::vector<LayerEval> prepare(const std::vector<DiagnoseLayer>& layers, const s
   return evals;
 }
 
-std::vector<std::vector<int64_t>> non_bulk(const std::vector<std::vector<std::vector<int64_t>>>& groups) {
+std::vector<std::vector<int64_t>> non_bulk(
+    const std::vector<std::vector<std::vector<int64_t>>>& groups) {
   std::vector<std::vector<int64_t>> out;
   for (const auto& g : groups) {
     std::vector<int64_t> s;
@@ -145,13 +147,16 @@ std::vector<std::vector<int64_t>> non_bulk(const std::vector<std::vector<std::ve
 
 // Non-bulk subsets of the Gaussian control's grouping, from `prompts` fresh N(0, 1)
 // prompts [1, Hq|Hkv, len, D] (calibration shape), per head. Returns [Hq] subsets.
-std::vector<std::vector<int64_t>> gaussian_subsets(const DiagnoseLayer& l, const DiagnoseOptions& o) {
+std::vector<std::vector<int64_t>> gaussian_subsets(const DiagnoseLayer& l,
+                                                   const DiagnoseOptions& o) {
   const int64_t hq = l.q.size(1), hkv = l.k.size(1), d = l.q.size(3);
   const int64_t len = o.gaussian_prompt_len > 0 ? o.gaussian_prompt_len : l.q.size(2);
   std::vector<at::Tensor> signed_rows, mag_rows;  // [Hq, D] per prompt
   for (int64_t p = 0; p < o.gaussian_prompts; ++p) {
-    at::Tensor q = attn::seeded_normal({1, hq, len, d}, attn::derive_seed(o.seed, {l.layer, 0x6c, p}));
-    at::Tensor k = attn::seeded_normal({1, hkv, len, d}, attn::derive_seed(o.seed, {l.layer, 0x6d, p}));
+    at::Tensor q =
+        attn::seeded_normal({1, hq, len, d}, attn::derive_seed(o.seed, {l.layer, 0x6c, p}));
+    at::Tensor k =
+        attn::seeded_normal({1, hkv, len, d}, attn::derive_seed(o.seed, {l.layer, 0x6d, p}));
     signed_rows.push_back(analysis::contribution_scores(q, k)[0]);
     mag_rows.push_back(analysis::contribution_magnitudes(q, k)[0]);
   }
@@ -159,7 +164,8 @@ std::vector<std::vector<int64_t>> gaussian_subsets(const DiagnoseLayer& l, const
   std::vector<std::vector<int64_t>> subsets;
   for (int64_t h = 0; h < hq; ++h) {
     const at::Tensor sh = s.select(1, h).contiguous(), mh = m.select(1, h).contiguous();
-    auto g = analysis::group_dimensions(analysis::statistic_rows(o.grouping.chi, sh, mh), o.grouping);
+    auto g =
+        analysis::group_dimensions(analysis::statistic_rows(o.grouping.chi, sh, mh), o.grouping);
     subsets.push_back(non_bulk({g.groups})[0]);
   }
   return subsets;
@@ -192,7 +198,8 @@ std::vector<at::Tensor> control_masks(const std::vector<DiagnoseLayer>& layers, 
       const std::vector<int64_t>& bulk = g[0];
       check(need <= int64_t(bulk.size()), k_op, "layer {}: subset larger than the bulk", l.layer);
       std::vector<int64_t> s;
-      for (int64_t i : calib::sample_positions(int64_t(bulk.size()), need, rng)) s.push_back(bulk[i]);
+      for (int64_t i : calib::sample_positions(int64_t(bulk.size()), need, rng))
+        s.push_back(bulk[i]);
       subsets.push_back(s);
     }
     control.push_back(subset_masks(subsets, l.q.size(3)));
@@ -205,7 +212,8 @@ std::vector<at::Tensor> control_masks(const std::vector<DiagnoseLayer>& layers, 
 DiagnoseResult diagnose(const std::vector<DiagnoseLayer>& layers, const DiagnoseOptions& o) {
   check(!layers.empty(), k_op, "need at least one layer");
   check(!o.gaussian || o.gaussian_prompts >= 2, k_op,
-        "gaussian prompts {}: expected at least 2 for the grouping's bootstrap", o.gaussian_prompts);
+        "gaussian prompts {}: expected at least 2 for the grouping's bootstrap",
+        o.gaussian_prompts);
   check(o.positions > 0 && !o.seeds.empty() && o.controls >= 0, k_op,
         "positions ({}) > 0, at least one seed and controls ({}) >= 0 expected", o.positions,
         o.controls);
@@ -230,7 +238,8 @@ DiagnoseResult diagnose(const std::vector<DiagnoseLayer>& layers, const Diagnose
     auto evals = prepare(layers, name, o, nullptr);
     row.retained = retained_ratio(evals, masks);
     row.gaussian = std::nan("");
-    if (o.gaussian) row.gaussian = retained_ratio(prepare(layers, name, o, &gauss.first), gauss.second);
+    if (o.gaussian)
+      row.gaussian = retained_ratio(prepare(layers, name, o, &gauss.first), gauss.second);
     row.p_value = std::nan("");
     if (o.controls > 0) {
       // Controls drawn in order from one stream (reproducible), then evaluated in

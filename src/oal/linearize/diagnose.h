@@ -12,9 +12,9 @@
 // procedure (options.grouping, its --chi statistic included) on Gaussian data of the
 // calibration shape — gaussian_prompts independent prompts of gaussian_prompt_len tokens,
 // drawn apart from the evaluation samples — so the groups are not fitted to the data they
-// are evaluated on (as the real groups come from calibration prompts). Matched randomization test: B subsets of |S_h| dims
-// drawn uniformly from each head's bulk, p = (1 + #{R_control >= R_S}) / (B + 1) (Eq. 15).
-// Methods use their initial parameters (TaylorShift tau = 1, DiJiang theta = 0,
+// are evaluated on (as the real groups come from calibration prompts). Matched randomization test:
+// B subsets of |S_h| dims drawn uniformly from each head's bulk, p = (1 + #{R_control >= R_S}) / (B
+// + 1) (Eq. 15). Methods use their initial parameters (TaylorShift tau = 1, DiJiang theta = 0,
 // SpectraFormer's upstream init) with the draws of each seed; keys are expanded to the
 // query heads because each head has its own subset.
 #include <ATen/ATen.h>

@@ -26,7 +26,8 @@ AnalysisStepOptions analysis_options(const Splits& splits, const PipelineOptions
   return a;
 }
 
-nlohmann::json fidelity_record(const FidelityResult& f, const Splits& splits, const PipelineOptions& o) {
+nlohmann::json fidelity_record(const FidelityResult& f, const Splits& splits,
+                               const PipelineOptions& o) {
   nlohmann::json j = fidelity_json(f);
   j["model"] = o.model_name;
   j["chi_statistic"] = analysis::chi_statistic_name(o.grouping.chi);
@@ -49,7 +50,8 @@ PipelineResult run_pipeline(const model::Transformer& model, const std::vector<i
   // Which steps are read back is decided once, before this run writes anything, so every
   // rank of a shared fit decides the same.
   const bool resuming = o.resume && fs::exists(dir / "pipeline.json");
-  if (resuming) check_same_record(io::read_json_file(dir / "pipeline.json", "linearize"), record, dir);
+  if (resuming)
+    check_same_record(io::read_json_file(dir / "pipeline.json", "linearize"), record, dir);
   const bool have_analysis = resuming && fs::exists(dir / "analysis.json");
   const bool have_calibration = resuming && fs::exists(dir / "calibration.json");
   if (o.write) {
@@ -87,11 +89,12 @@ PipelineResult run_pipeline(const model::Transformer& model, const std::vector<i
   }
   if (!o.write) return r;
   if (!have_calibration)
-    calib::write_run(dir, r.calibration, co.calibration,
-                    {o.model_name, o.text_name, splits.ctx, splits.blocks, o.fingerprint, std::nullopt});
+    calib::write_run(
+        dir, r.calibration, co.calibration,
+        {o.model_name, o.text_name, splits.ctx, splits.blocks, o.fingerprint, std::nullopt});
   // 4. Frozen-attention fidelity on the eval blocks.
-  r.fidelity = evaluate_run(model, stream, splits.ctx, splits.blocks, r.calibration.layers, o.layers, {},
-                                  progress.fidelity_capture, progress.fidelity);
+  r.fidelity = evaluate_run(model, stream, splits.ctx, splits.blocks, r.calibration.layers,
+                            o.layers, {}, progress.fidelity_capture, progress.fidelity);
   r.fidelity_json = fidelity_record(r.fidelity, splits, o);
   io::write_file_atomic(dir / "fidelity.json", r.fidelity_json.dump(2) + "\n");
   return r;

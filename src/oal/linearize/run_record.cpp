@@ -15,18 +15,29 @@ nlohmann::json run_record(const Splits& splits, const PipelineOptions& o, int64_
       {"text", o.text_name},
       {"text_tokens", stream_tokens},
       {"ctx", splits.ctx},
-      {"split", {{"train", splits.blocks.train}, {"val", splits.blocks.val}, {"eval", splits.blocks.eval}}},
+      {"split",
+       {{"train", splits.blocks.train}, {"val", splits.blocks.val}, {"eval", splits.blocks.eval}}},
       {"grouping_prompts", splits.grouping_source},
       {"layers", o.layers},
       {"prompts", o.prompts},
       {"grouping",
-       {{"chi", analysis::chi_statistic_name(g.chi)}, {"alpha", g.alpha}, {"tau", g.tau},
-        {"gamma", g.gamma}, {"g_min", g.g_min}, {"bootstrap", g.bootstrap}, {"seed", g.seed},
+       {{"chi", analysis::chi_statistic_name(g.chi)},
+        {"alpha", g.alpha},
+        {"tau", g.tau},
+        {"gamma", g.gamma},
+        {"g_min", g.g_min},
+        {"bootstrap", g.bootstrap},
+        {"seed", g.seed},
         {"eps", g.eps}}},
       {"calibration",
-       {{"methods", c.methods}, {"seed", c.seed}, {"perturb_sigma", c.perturb_sigma},
-        {"lr", c.fit.lr}, {"clip", c.fit.clip}, {"positions", c.fit.positions},
-        {"max_updates", c.fit.max_updates}, {"val_every", c.fit.val_every},
+       {{"methods", c.methods},
+        {"seed", c.seed},
+        {"perturb_sigma", c.perturb_sigma},
+        {"lr", c.fit.lr},
+        {"clip", c.fit.clip},
+        {"positions", c.fit.positions},
+        {"max_updates", c.fit.max_updates},
+        {"val_every", c.fit.val_every},
         {"patience", c.fit.patience}}},
   };
 }
@@ -34,7 +45,8 @@ nlohmann::json run_record(const Splits& splits, const PipelineOptions& o, int64_
 namespace {
 
 // The first key (dotted path) whose values differ, or "" when the two are equal.
-std::string first_difference(const nlohmann::json& a, const nlohmann::json& b, const std::string& at) {
+std::string first_difference(const nlohmann::json& a, const nlohmann::json& b,
+                             const std::string& at) {
   if (a.is_object() && b.is_object()) {
     for (const auto& [key, value] : b.items()) {
       const std::string path = at.empty() ? key : at + "." + key;
@@ -54,7 +66,8 @@ nlohmann::json value_at(const nlohmann::json& j, const std::string& dotted) {
   size_t start = 0;
   while (start <= dotted.size()) {
     const size_t dot = dotted.find('.', start);
-    const std::string key = dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    const std::string key =
+        dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (!p->is_object() || !p->contains(key)) return nullptr;
     p = &p->at(key);
     if (dot == std::string::npos) break;

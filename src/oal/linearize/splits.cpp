@@ -20,18 +20,22 @@ Splits make_splits(const std::string& text, const text::Tokenizer& tokenizer, in
     s.grouping_source = "a separate prompt text";
   } else {
     const int64_t used = blocks.blocks_needed() * ctx;
-    s.grouping_paragraphs = analysis::paragraphs_after_tokens(text::split_paragraphs(text), tokenizer, used);
-    s.grouping_source = fmt::format("paragraphs of the text after the first {} tokens (blocks 0..{})", used,
-                                    blocks.blocks_needed() - 1);
+    s.grouping_paragraphs =
+        analysis::paragraphs_after_tokens(text::split_paragraphs(text), tokenizer, used);
+    s.grouping_source =
+        fmt::format("paragraphs of the text after the first {} tokens (blocks 0..{})", used,
+                    blocks.blocks_needed() - 1);
   }
-  check(!s.grouping_paragraphs.empty(), "splits", "no grouping prompt is left: {}", s.grouping_source);
+  check(!s.grouping_paragraphs.empty(), "splits", "no grouping prompt is left: {}",
+        s.grouping_source);
   return s;
 }
 
 std::vector<std::string> analysis_paragraphs(const std::string& text,
                                              const text::Tokenizer& tokenizer, int64_t ctx,
                                              int64_t after_tokens) {
-  if (after_tokens < 0) return make_splits(text, tokenizer, ctx, {}, std::nullopt).grouping_paragraphs;
+  if (after_tokens < 0)
+    return make_splits(text, tokenizer, ctx, {}, std::nullopt).grouping_paragraphs;
   const auto paragraphs = text::split_paragraphs(text);
   if (after_tokens == 0) return paragraphs;
   return analysis::paragraphs_after_tokens(paragraphs, tokenizer, after_tokens);

@@ -62,8 +62,9 @@ at::Tensor decode_layer(const TransformerLayer& L, const ModelConfig& c, const R
   check(x.dim() == 2 && x.size(1) == H && static_cast<int64_t>(positions.size()) == M, k_op,
         "expected x [M, {}] and M positions, got x {} and {} positions", H, shape_str(x),
         positions.size());
-  check(rows_and_norms_ready(L, x), k_op,
-        "x and the norms must be fp32 on the CPU without autograd; the layer needs the tensor path");
+  check(
+      rows_and_norms_ready(L, x), k_op,
+      "x and the norms must be fp32 on the CPU without autograd; the layer needs the tensor path");
   const at::Tensor xc = x.contiguous();
   const float* xp = xc.data_ptr<float>();
   const auto options = xc.options();

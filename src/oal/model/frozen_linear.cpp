@@ -43,8 +43,8 @@ bool prepare(Linear& lin) {
   if (lin.quant.defined() || !w.defined() || !w.device().is_cpu() ||
       w.scalar_type() != at::kFloat || w.requires_grad() || w.dim() != 2)
     return false;
-  if (lin.bias.defined() &&
-      (lin.bias.requires_grad() || lin.bias.scalar_type() != at::kFloat || !lin.bias.device().is_cpu()))
+  if (lin.bias.defined() && (lin.bias.requires_grad() || lin.bias.scalar_type() != at::kFloat ||
+                             !lin.bias.device().is_cpu()))
     return false;
   lin.weight = w.contiguous();
   if (lin.bias.defined()) lin.bias = lin.bias.contiguous();

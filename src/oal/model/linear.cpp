@@ -75,7 +75,8 @@ at::Tensor dense_forward(const at::Tensor& weight, const at::Tensor& x, const at
                        bias_data(b), y.data_ptr<float>());
     return y;
   }
-  const at::Tensor w = weight.scalar_type() == x.scalar_type() ? weight : weight.to(x.scalar_type());
+  const at::Tensor w =
+      weight.scalar_type() == x.scalar_type() ? weight : weight.to(x.scalar_type());
   if (!simd_can_run(x, w, bias)) return bias.defined() ? at::linear(x, w, bias) : at::linear(x, w);
   const at::Tensor xc = x.contiguous(), wc = w.contiguous();
   const int64_t K = w.size(1), N = w.size(0), M = xc.numel() / K;
@@ -124,7 +125,8 @@ void Linear::forward_into(int64_t M, const float* x, float* y) const {
   check(simd_ready(), "linear", "forward_into: the projection needs the ATen path (an adapter, "
         "autograd, or a weight that is not quantized, fp32 or bf16/f16 on the CPU)");
   if (quant.defined() || weight.scalar_type() != at::kFloat) {
-    simd::linear_quant(M, x, quant.defined() ? quant.view() : half_view(weight), bias_data(bias), y);
+    simd::linear_quant(M, x, quant.defined() ? quant.view() : half_view(weight), bias_data(bias),
+                       y);
     return;
   }
   simd::linear_f32(M, weight.size(0), weight.size(1), x, weight.data_ptr<float>(),

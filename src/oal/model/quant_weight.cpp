@@ -24,7 +24,8 @@ at::Tensor QuantWeight::dequantize() const {
 
 at::Tensor QuantWeight::dequantize_rows(const at::Tensor& idx) const {
   check(idx.dim() == 1 && idx.scalar_type() == at::kLong, k_op,
-        "row indices: expected int64 [n], got {} {}", c10::toString(idx.scalar_type()), shape_str(idx));
+        "row indices: expected int64 [n], got {} {}", c10::toString(idx.scalar_type()),
+        shape_str(idx));
   const at::Tensor ix = idx.to(at::kCPU).contiguous();
   const int64_t n = ix.numel();
   at::Tensor out = at::empty({n, cols}, at::TensorOptions().dtype(at::kFloat));

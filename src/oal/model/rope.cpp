@@ -72,7 +72,8 @@ Rope::Rope(int64_t head_dim, double theta, RopeStyle style, std::optional<RopeSc
     inv_freq_ = inv_freq_ / at::tensor(freq_factors, at::kDouble);
   }
   inv_freq_ = inv_freq_.contiguous();
-  inv_freq_values_.assign(inv_freq_.data_ptr<double>(), inv_freq_.data_ptr<double>() + head_dim / 2);
+  inv_freq_values_.assign(inv_freq_.data_ptr<double>(),
+                          inv_freq_.data_ptr<double>() + head_dim / 2);
 }
 
 Rope::Rope(const ModelConfig& c)

@@ -92,8 +92,10 @@ Transformer::Transformer(const ModelWeights& w, TransformerOptions options)
     L.attn_norm = take(w, p + "input_layernorm.weight", {H});
     L.mlp_norm = take(w, p + "post_attention_layernorm.weight", {H});
     L.q_proj = take_linear(w, p + "self_attn.q_proj", c.num_heads * D, H, c.attention_bias, format);
-    L.k_proj = take_linear(w, p + "self_attn.k_proj", c.num_kv_heads * D, H, c.attention_bias, format);
-    L.v_proj = take_linear(w, p + "self_attn.v_proj", c.num_kv_heads * D, H, c.attention_bias, format);
+    L.k_proj =
+        take_linear(w, p + "self_attn.k_proj", c.num_kv_heads * D, H, c.attention_bias, format);
+    L.v_proj =
+        take_linear(w, p + "self_attn.v_proj", c.num_kv_heads * D, H, c.attention_bias, format);
     L.o_proj = take_linear(w, p + "self_attn.o_proj", H, c.num_heads * D, false, format);
     L.gate_proj = take_linear(w, p + "mlp.gate_proj", I, H, false, format);
     L.up_proj = take_linear(w, p + "mlp.up_proj", I, H, false, format);
@@ -208,7 +210,8 @@ at::Tensor Transformer::finish_layer(const TransformerLayer& L, const at::Tensor
                                      const at::Tensor& y) const {
   const ModelConfig& c = config_;
   at::Tensor out =
-      x + L.o_proj.forward(y.transpose(1, 2).reshape({x.size(0), x.size(1), c.num_heads * c.head_dim}));
+      x +
+      L.o_proj.forward(y.transpose(1, 2).reshape({x.size(0), x.size(1), c.num_heads * c.head_dim}));
   at::Tensor h = rms_norm(out, L.mlp_norm, c.rms_norm_eps);
   return out + L.down_proj.forward(at::silu(L.gate_proj.forward(h)) * L.up_proj.forward(h));
 }
@@ -273,8 +276,8 @@ std::vector<std::unique_ptr<attn::DecodeState>> Transformer::new_states(int64_t 
   return states;
 }
 
-at::Tensor Transformer::extend_hidden(const at::Tensor& tokens,
-                                      std::vector<std::unique_ptr<attn::DecodeState>>& states) const {
+at::Tensor Transformer::extend_hidden(
+    const at::Tensor& tokens, std::vector<std::unique_ptr<attn::DecodeState>>& states) const {
   check(static_cast<int64_t>(states.size()) == num_layers(), k_op,
         "extend: expected {} layer states, got {}", num_layers(), states.size());
   check_dim(tokens, 2, k_op, "extend: tokens");

@@ -7,8 +7,8 @@
 //               x = x + y Woᵀ;  h = RMSNorm(x);  x = x + W_down(silu(W_gate h) ⊙ W_up h)
 //   logits = RMSNorm(x) W_lmᵀ   (W_lm = embed when embeddings are tied)
 //
-// Computation is fp32 whatever the checkpoint dtype (fp32, bf16, fp16, ggml blocks). Every projection
-// is one GEMM over all B·T tokens (at::linear). The forward itself does not disable
+// Computation is fp32 whatever the checkpoint dtype (fp32, bf16, fp16, ggml blocks). Every
+// projection is one GEMM over all B·T tokens (at::linear). The forward itself does not disable
 // autograd, so a caller that makes parameters trainable (LoRA, kernel coefficients) can
 // backpropagate through it; inference entry points (generate, perplexity, capture) use
 // at::NoGradGuard.
@@ -146,7 +146,8 @@ class Transformer {
                         const std::vector<LayerStates*>& rows) const;
   // The layer's residual after attention: x + y Woᵀ, then the MLP block; x [B, T, hidden],
   // y [B, Hq, T, D] (attention output per head).
-  at::Tensor finish_layer(const TransformerLayer& L, const at::Tensor& x, const at::Tensor& y) const;
+  at::Tensor finish_layer(const TransformerLayer& L, const at::Tensor& x,
+                          const at::Tensor& y) const;
   at::Tensor embed(const at::Tensor& tokens, int64_t offset) const;
   // Whether decode steps of layer L on x take the row path (decode_layer.h).
   bool rowwise(const TransformerLayer& L, const at::Tensor& x) const;

@@ -205,7 +205,8 @@ void flash_item(const Call& c, int64_t kvh, int64_t hb, int64_t qb, Scratch& w) 
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t n_valid = std::clamp<int64_t>(i0 + r % rb + off - j0 + 1, 0, bc);
       const float alpha = online_row(w.s.data() + r * Bc, n_valid, bc, w.m[r], w.l[r]);
-      if (alpha != 1.0f) scaled_product(alpha, w.o.data() + r * Dv, nullptr, w.o.data() + r * Dv, Dv);
+      if (alpha != 1.0f)
+        scaled_product(alpha, w.o.data() + r * Dv, nullptr, w.o.data() + r * Dv, Dv);
     }
     if (vblock == nullptr)
       gemm_f32_half_b(rows, Dv, bc, w.s.data(), Bc, 1, half_v(c, kvh) + j0 * Dv, Dv, w.o.data(),
@@ -223,7 +224,8 @@ void flash_item(const Call& c, int64_t kvh, int64_t hb, int64_t qb, Scratch& w) 
 void softmax_exp(const float* x, float* y, int64_t n) {
   const DF d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
-  for (int64_t i = 0; i < n; i += L) store_n(exp_nonpositive(d, load_n(d, x + i, n - i)), d, y + i, n - i);
+  for (int64_t i = 0; i < n; i += L)
+    store_n(exp_nonpositive(d, load_n(d, x + i, n - i)), d, y + i, n - i);
 }
 
 // kt, v: as `cache_kind` (a Cache: 0 f32, 1 f16, 2 q8_0; an int because the dispatch

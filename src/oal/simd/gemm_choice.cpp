@@ -41,7 +41,9 @@ void apply_gemm_env() {
   else fail("gemm", "OAL_GEMM='{}': expected own, blas or auto", v);
 }
 
-std::string_view gemm_backend_name(GemmBackend b) { return b == GemmBackend::blas ? "blas" : "own"; }
+std::string_view gemm_backend_name(GemmBackend b) {
+  return b == GemmBackend::blas ? "blas" : "own";
+}
 
 GemmBackend big_gemm_backend() {
   if (!blas_available()) return GemmBackend::own;

@@ -53,10 +53,12 @@ inline Head head_setup(const KernelTrainDims& w, const KernelTrainParams& p, int
   check(G >= 1 && G + 1 <= p.n && G <= k_kernel_train_max_groups, k_op,
         "query head {} has {} groups; L holds at most {} and the kernel takes at most {}", h, G,
         p.n - 1, k_kernel_train_max_groups);
-  std::stable_sort(out.perm.begin(), out.perm.end(), [&](int64_t a, int64_t b) { return g[a] < g[b]; });
+  std::stable_sort(out.perm.begin(), out.perm.end(),
+                   [&](int64_t a, int64_t b) { return g[a] < g[b]; });
   out.off.assign(static_cast<size_t>(G + 1), 0);
   for (int64_t r = 0; r < d; ++r) {
-    check(g[r] >= 0 && g[r] < G, k_op, "query head {}: dimension {} in group {} of {}", h, r, g[r], G);
+    check(g[r] >= 0 && g[r] < G, k_op, "query head {}: dimension {} in group {} of {}", h, r, g[r],
+          G);
     out.off[static_cast<size_t>(g[r] + 1)] += 1;
   }
   for (int64_t i = 0; i < G; ++i) {
@@ -189,7 +191,8 @@ void kernel_columns_backward(float* const* sgr, int64_t G, const float* L, int64
   for (int64_t j = a; j < b; j += NL) {
     const int64_t m = b - j;
     // Lanes past b: dr = 0 and κ = 1, so they add nothing.
-    const VF dk = hn::Div(load_n(d, dr + j, m), hn::IfThenElse(first_lanes(d, m), load_n(d, kr + j, m), one));
+    const VF dk =
+        hn::Div(load_n(d, dr + j, m), hn::IfThenElse(first_lanes(d, m), load_n(d, kr + j, m), one));
     for (int64_t g = 0; g < G; ++g) sv[g] = load_n(d, sgr[g] + j, m);
     for (int64_t c = 0; c <= G; ++c) dz[c] = hn::Mul(hn::Mul(two, load_n(d, zr[c] + j, m)), dk);
     acc0 = hn::Add(acc0, dz[0]);
@@ -204,7 +207,8 @@ void kernel_columns_backward(float* const* sgr, int64_t G, const float* L, int64
   }
   dL[0] += hn::GetLane(hn::SumOfLanes(d, acc0));
   for (int64_t g = 0; g < G; ++g)
-    for (int64_t c = 0; c <= g + 1; ++c) dL[(g + 1) * n + c] += hn::GetLane(hn::SumOfLanes(d, acc[g][c]));
+    for (int64_t c = 0; c <= g + 1; ++c)
+      dL[(g + 1) * n + c] += hn::GetLane(hn::SumOfLanes(d, acc[g][c]));
 }
 
 // Groups at least this wide take a GEMM for their query gradient; narrower ones (the
@@ -334,7 +338,8 @@ void block_weights(const KernelTrainDims& w, const KernelTrainParams& p, const H
     }
     const float zt = sum_n(row, rs.end);
     if (!(zt > 0.0f) || !std::isfinite(zt))
-      fail(k_op, "query head item {} at position {}: weights sum to {} (expected finite > 0)", bh, pi, zt);
+      fail(k_op, "query head item {} at position {}: weights sum to {} (expected finite > 0)", bh,
+           pi, zt);
     rs.zt = zt;
   }
 }
@@ -401,14 +406,16 @@ void backward_item(const KernelTrainDims& w, const KernelTrainParams& p, const f
         for (int64_t c = 0; c <= G; ++c) zr[c] = s.z.data() + (c * tq + i) * nk;
         kernel_columns_backward(sgr, G, hd.L, n, zr, s.kap.data() + i * nk, dr, dLh, a, b);
       } else {
-        for (int64_t g = 0; g < G; ++g) std::fill(sg + (g * tq + i) * nk + a, sg + (g * tq + i) * nk + b, 0.0f);
+        for (int64_t g = 0; g < G; ++g)
+          std::fill(sg + (g * tq + i) * nk + a, sg + (g * tq + i) * nk + b, 0.0f);
       }
       // Exact columns: ds = dlogw for every group (s = Σ_g s_g); c_h enters as −c_h.
       for (auto [x0, x1] : {std::pair{int64_t{0}, a}, std::pair{b, rs.end}}) {
         dch -= sum_n(dr + x0, x1 - x0);
         for (int64_t g = 0; g < G; ++g) std::copy(dr + x0, dr + x1, sg + (g * tq + i) * nk + x0);
       }
-      for (int64_t g = 0; g < G; ++g) std::fill(sg + (g * tq + i) * nk + rs.end, sg + (g * tq + i) * nk + nk, 0.0f);
+      for (int64_t g = 0; g < G; ++g)
+        std::fill(sg + (g * tq + i) * nk + rs.end, sg + (g * tq + i) * nk + nk, 0.0f);
     }
     // dV[keys] += Pᵀ dY; dQp_g = ds_g K_g (wide groups: GEMM; narrow: dot products of
     // ds_g rows with Kᵀ rows); dK_gᵀ += Qp_gᵀ ds_g (the group's width as the GEMM's row
@@ -430,12 +437,14 @@ void backward_item(const KernelTrainDims& w, const KernelTrainParams& p, const f
         gemm_f32(tq, width, nk, dsg, nk, 1, K.kb + o, d, dqp + o, d, false);
       } else {
         for (int64_t i = 0; i < tq; ++i)
-          for (int64_t r = o; r < o + width; ++r) dqp[i * d + r] = dot(dsg + i * nk, K.kt + r * K.ldt, nk);
+          for (int64_t r = o; r < o + width; ++r)
+            dqp[i * d + r] = dot(dsg + i * nk, K.kt + r * K.ldt, nk);
       }
       gemm_f32(width, nk, tq, s.qp.data() + o, 1, d, dsg, nk, dkt + o * lddk, lddk, K.direct);
     }
     for (int64_t i = 0; i < tq; ++i)
-      for (int64_t r = 0; r < d; ++r) dq[(bh * N + qs + i) * d + hd.perm[r]] = scale * dqp[i * d + r];
+      for (int64_t r = 0; r < d; ++r)
+        dq[(bh * N + qs + i) * d + hd.perm[r]] = scale * dqp[i * d + r];
     if (!K.direct)  // the gathered keys' dKᵀ into the item's, row by row
       for (int64_t r = 0; r < d; ++r)
         for (int64_t j = 0; j < nk; ++j) dkt_acc[r * N + K.pos[j]] += dkt[r * nk + j];
@@ -529,7 +538,8 @@ struct Workspace {
   std::vector<kernel_train_detail::Scratch> scratch;  // per worker
 
   kernel_train_detail::Scratch* scratch_for(int64_t workers) {
-    if (static_cast<int64_t>(scratch.size()) < workers) scratch.resize(static_cast<size_t>(workers));
+    if (static_cast<int64_t>(scratch.size()) < workers)
+      scratch.resize(static_cast<size_t>(workers));
     return scratch.data();
   }
 };
@@ -583,10 +593,10 @@ void kernel_train_backward_f32(const KernelTrainDims& w, const KernelTrainParams
   // The later part (the more keys per block) first, so the tail balances.
   parallel_items(heads * P, 0, [&](int64_t worker, int64_t item) {
     const int64_t part = P - 1 - item / heads, bh = item % heads;
-    HWY_DYNAMIC_DISPATCH(kernel_train_backward_head)(w, p, ws.tab, q, k, v, dy, dq, ws.dk_s.data(),
-                                                     ws.dv_s.data(), w.kernel ? ws.dL_s.data() : nullptr,
-                                                     ws.dc_s.data(), bh, part, bounds[part],
-                                                     bounds[part + 1], &scratch[worker]);
+    HWY_DYNAMIC_DISPATCH(kernel_train_backward_head)
+    (w, p, ws.tab, q, k, v, dy, dq, ws.dk_s.data(), ws.dv_s.data(),
+     w.kernel ? ws.dL_s.data() : nullptr, ws.dc_s.data(), bh, part, bounds[part], bounds[part + 1],
+     &scratch[worker]);
   });
   // Sums: over parts and each KV unit's query heads (dk, dv), over parts and the batch
   // (dL, dc).
@@ -611,7 +621,8 @@ void kernel_train_backward_f32(const KernelTrainDims& w, const KernelTrainParams
         const int64_t slot = (part * w.batch + b) * w.q_heads + h;
         dc[h] += dc_s[static_cast<size_t>(slot)];
         if (w.kernel)
-          for (int64_t i = 0; i < n * n; ++i) dL[h * n * n + i] += dL_s[static_cast<size_t>(slot * n * n + i)];
+          for (int64_t i = 0; i < n * n; ++i)
+            dL[h * n * n + i] += dL_s[static_cast<size_t>(slot * n * n + i)];
       }
   }
 }

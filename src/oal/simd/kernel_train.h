@@ -5,7 +5,7 @@
 // query rows against every key they see, the way flash attention trains softmax: the
 // backward recomputes each block's weights, so memory is O(N) per head at any length and
 // no [N, N] tensor exists. Time is O(N² d), like softmax's; the chunked-state form
-// (attention/oal/hd.h) is the linear-time one, but its d²/2-wide features cost more
+// (attention/oal/chunked_attention.h) is the linear-time one, but its d²/2-wide features cost more
 // per token than these pairwise blocks up to a few thousand tokens (docs/operator.md).
 //
 // Per query head h: a partition g(r) of the d dimensions into G_h groups, L_h lower

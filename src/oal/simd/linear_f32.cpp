@@ -24,7 +24,8 @@ void linear_rows(int64_t M, int64_t N, int64_t K, const float* x, const float* w
     for (int64_t m = 0; m < M; ++m) acc[m] = hn::Zero(d);
     for (int64_t k = 0; k < K; k += L) {
       const VF wv = load_n(d, wn + k, K - k);
-      for (int64_t m = 0; m < M; ++m) acc[m] = hn::MulAdd(wv, load_n(d, x + m * K + k, K - k), acc[m]);
+      for (int64_t m = 0; m < M; ++m)
+        acc[m] = hn::MulAdd(wv, load_n(d, x + m * K + k, K - k), acc[m]);
     }
     const float b = bias != nullptr ? bias[n] : 0.0f;
     for (int64_t m = 0; m < M; ++m) y[m * N + n] = hn::GetLane(hn::SumOfLanes(d, acc[m])) + b;

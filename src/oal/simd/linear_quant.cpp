@@ -175,7 +175,8 @@ struct IntQ8_0 {
     const D16 d16;
     const hn::Rebind<int8_t, D16> d8;
     const auto* qs = reinterpret_cast<const int8_t*>(b + 2);
-    for (size_t i = 0; i < k_nv16; ++i) q[i] = hn::PromoteTo(d16, hn::LoadU(d8, qs + i * hn::Lanes(d16)));
+    for (size_t i = 0; i < k_nv16; ++i)
+      q[i] = hn::PromoteTo(d16, hn::LoadU(d8, qs + i * hn::Lanes(d16)));
     m = 0.0f;
     return half_at(b);
   }

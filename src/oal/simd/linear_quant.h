@@ -10,8 +10,8 @@
 // QuantDot::int8, multiplied as integers with int8-rounded activations) — and F16 / BF16
 // rows (16-bit weights as a safetensors file stores them). Every other type
 // io::dequantize() decodes (Q2_K, Q3_K) runs through the scalar decoder one row at a
-// time: correct, slower. Rows must be whole groups of 32 values for every type. The reference the tests compare with is
-// io::dequantize of the whole matrix followed by an fp64 product.
+// time: correct, slower. Rows must be whole groups of 32 values for every type. The reference the
+// tests compare with is io::dequantize of the whole matrix followed by an fp64 product.
 #include <cstdint>
 #include <string_view>
 
@@ -22,8 +22,8 @@ namespace oal::simd {
 //   int8     as llama.cpp does: x quantized per 32-block to int8 (x ≈ dx·qx, dx =
 //            max|x| / 127), an integer dot product per block, one fp32 FMA per block
 //            with the two scales (x carries up to 0.4 % rounding per block).
-// Prefill (M > 32) and the other types (the K types too) always dequantize. Process-wide, like the GEMM
-// policy; OAL_QUANT_DOT=dequant|int8 or `oal bench --quant-dot` set it.
+// Prefill (M > 32) and the other types (the K types too) always dequantize. Process-wide, like the
+// GEMM policy; OAL_QUANT_DOT=dequant|int8 or `oal bench --quant-dot` set it.
 enum class QuantDot { dequant, int8 };
 QuantDot quant_dot();
 // Returns the previous setting. Not thread-safe with respect to running projections.

@@ -165,8 +165,8 @@ void decode_unit(const OalPlan& plan, int64_t kv_heads, const float* q, const fl
     const float* a = ws.acc(u) + h * (dv + 1);
     const float den = a[dv];
     if (!(den > 0.0f) || !std::isfinite(den))
-      fail("oal_decode_kernel", "readout denominator not positive ({}) at query head {}: expected > 0",
-           den, h0 + h);
+      fail("oal_decode_kernel",
+           "readout denominator not positive ({}) at query head {}: expected > 0", den, h0 + h);
     if (sums != nullptr)
       std::copy(a, a + dv + 1, sums + (b * plan.q_heads + h0 + h) * (dv + 1));
     else

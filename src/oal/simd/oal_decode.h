@@ -1,7 +1,7 @@
 #pragma once
 // One OAL decode step on the CPU: absorb one token into the HD state and read it out for
 // every query head, in place, without allocating (paper Eq. 5-6; state layout
-// attention/oal/hd_state.h).
+// attention/oal/recurrent_state.h).
 #include <cstdint>
 #include <vector>
 
@@ -34,7 +34,7 @@ class OalDecodeWorkspace {
 };
 
 // q [B, Hq, d], k [B, Hkv, d], v [B, Hkv, Dv] -> y [B, Hq, Dv], fp32 contiguous;
-// state [B, Hkv, Df, Dv+1] fp32 (attention/oal/hd_state.h layout), updated in place:
+// state [B, Hkv, Df, Dv+1] fp32 (attention/oal/recurrent_state.h layout), updated in place:
 //   S += phiK(k) [v; 1]ᵀ,  then  y_h = (phiQ_h(q_h) · S)[:Dv] / (phiQ_h(q_h) · S)[Dv].
 // One fused pass over each KV head's state rows does the update and all its query
 // heads' readouts (the state is read once per token). KV heads run in parallel.

@@ -2,7 +2,7 @@
 // OAL kernel coefficients of one layer prepared for the CPU kernels (fp32, computed once
 // per layer, reused by every prefill and decode call).
 //
-// Feature layout (identical to the HD state of src/oal/attention/oal/hd_state.h): for head
+// Feature layout (identical to the HD state of src/oal/attention/oal/recurrent_state.h): for head
 // dimension d, Df = 1 + d + d(d+1)/2 monomials
 //   m(x) = [1, x_r (r < d), x_r x_t (r <= t, pairs row-major: (0,0),(0,1),...,(1,1),...)]
 // phiK(k) = m(k) and phiQ_h(q) = coef_h ⊙ m(q) with

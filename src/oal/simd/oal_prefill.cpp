@@ -148,7 +148,8 @@ struct Unit {
         const float den = s.den[hh * n + i];
         if (!(den > 0.0f) || !std::isfinite(den))
           fail(k_op,
-               "readout denominator not positive ({}) at query head {}, position {}: expected > 0 (the "
+               "readout denominator not positive ({}) at query head {}, position {}: expected > 0 "
+               "(the "
                "expanded state readout cancelled; use the fp64 reference path)",
                den, h0 + hh, c0 + i);
         const float* acc = s.yacc.data() + (hh * n + i) * Dv;

@@ -3,7 +3,7 @@
 // For each chunk of C positions and each query head h of KV head u:
 //   y_i = [ phiQ_h(q_i) · S_u  +  sum_{j in chunk, j <= i} kappa_h(q_i, k_j) [v_j; 1] ]
 //         normalised by its last channel,
-// where S_u [Df, Dv+1] holds the chunks before (the HD state, attention/oal/hd_state.h
+// where S_u [Df, Dv+1] holds the chunks before (the HD state, attention/oal/recurrent_state.h
 // layout) and the intra-chunk weights use the factored form eps + ||Lᵀ s̄||² (exactly >= eps); then
 // S_u += phiK(K_c)ᵀ [V_c, 1]. Both big contractions are GEMMs: the readout stacks the
 // query heads of a KV head ([group·C, Df] x [Df, Dv]), the update is [Df, C] x [C, Dv].
@@ -31,7 +31,7 @@ struct OalPrefillOptions {
 
 // q [B, Hq, T, d], k [B, Hkv, T, d], v [B, Hkv, T, Dv] -> y [B, Hq, T, Dv]; fp32,
 // contiguous, S == T (a cached prefix is passed as `state`, not as keys).
-// state: nullptr, or [B, Hkv, Df, Dv+1] fp32 (attention/oal/hd_state.h layout) holding the
+// state: nullptr, or [B, Hkv, Df, Dv+1] fp32 (attention/oal/recurrent_state.h layout) holding the
 // state before the first token on entry and after the last one on return. y may be nullptr (with a
 // state): the tokens are only absorbed (no readout), e.g. to prime a decoder.
 // Throws oal::Error("oal_prefill_kernel") when dims disagree with the plan or a readout

@@ -201,7 +201,8 @@ struct DecodeQ6_K {
     const float d = half_at(b + 208);
     const size_t L = hn::Lanes(df);  // <= 16 on every target: a vector never spans two scales
     for (size_t i = 0; i < k_nv; ++i) {
-      const auto low = hn::And(hn::ShiftRightSame(bytes_at(lo + i * L), 4 * (k / 2)), hn::Set(di, 15));
+      const auto low =
+          hn::And(hn::ShiftRightSame(bytes_at(lo + i * L), 4 * (k / 2)), hn::Set(di, 15));
       const auto high = hn::And(hn::ShiftRightSame(bytes_at(hi + i * L), 2 * k), hn::Set(di, 3));
       const auto q = hn::Sub(hn::Or(low, hn::ShiftLeft<4>(high)), hn::Set(di, 32));
       const float dl = d * float(scales[2 * s + (i * L) / 16]);
@@ -221,7 +222,8 @@ struct Decode16 {
     const DF df;
     const hn::Rebind<T16, DF> dh;
     const auto* h = reinterpret_cast<const T16*>(b);
-    for (size_t i = 0; i < k_nv; ++i) w[i] = hn::PromoteTo(df, hn::LoadU(dh, h + i * hn::Lanes(df)));
+    for (size_t i = 0; i < k_nv; ++i)
+      w[i] = hn::PromoteTo(df, hn::LoadU(dh, h + i * hn::Lanes(df)));
   }
 };
 using DecodeF16 = Decode16<hwy::float16_t>;

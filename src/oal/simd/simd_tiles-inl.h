@@ -109,8 +109,10 @@ HWY_INLINE void axpy(float alpha, const float* x, float* y, int64_t n) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const VF a = hn::Set(d, alpha);
   int64_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(hn::MulAdd(a, hn::LoadU(d, x + i), hn::LoadU(d, y + i)), d, y + i);
-  if (i < n) store_n(hn::MulAdd(a, load_n(d, x + i, n - i), load_n(d, y + i, n - i)), d, y + i, n - i);
+  for (; i + N <= n; i += N)
+    hn::StoreU(hn::MulAdd(a, hn::LoadU(d, x + i), hn::LoadU(d, y + i)), d, y + i);
+  if (i < n)
+    store_n(hn::MulAdd(a, load_n(d, x + i, n - i), load_n(d, y + i, n - i)), d, y + i, n - i);
 }
 
 // y[i] = alpha x[i] c[i] for i < n (c may be nullptr: y = alpha x).

@@ -127,7 +127,8 @@ void window_exact_f32(const WindowExactDims& w, const float* q, const WindowRows
   const int64_t units = w.batch * w.kv_heads;
   const int64_t blocks = (w.queries + k_query_block - 1) / k_query_block;
   const int64_t scratch_size = sinks.count + std::min(band.count, w.recent) + 1;
-  std::vector<std::vector<float>> scratch(static_cast<size_t>(worker_count(units * blocks, threads)));
+  std::vector<std::vector<float>> scratch(
+      static_cast<size_t>(worker_count(units * blocks, threads)));
   parallel_items(units * blocks, threads, [&](int64_t worker, int64_t item) {
     std::vector<float>& s = scratch[worker];
     if (s.empty()) s.resize(static_cast<size_t>(scratch_size));

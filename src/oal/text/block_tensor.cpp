@@ -4,7 +4,8 @@
 
 namespace oal::text {
 
-at::Tensor make_block_tensor(const std::vector<int32_t>& tokens, int64_t block_len, BlockRange range) {
+at::Tensor make_block_tensor(const std::vector<int32_t>& tokens, int64_t block_len,
+                             BlockRange range) {
   const auto blocks = make_blocks(tokens, block_len, range);
   at::Tensor out = at::empty({static_cast<int64_t>(blocks.size()), block_len}, at::kLong);
   int64_t* p = out.data_ptr<int64_t>();

@@ -10,6 +10,7 @@
 namespace oal::text {
 
 // make_blocks(tokens, block_len, range) as an int64 tensor [blocks, block_len] (CPU).
-at::Tensor make_block_tensor(const std::vector<int32_t>& tokens, int64_t block_len, BlockRange range = {});
+at::Tensor make_block_tensor(const std::vector<int32_t>& tokens, int64_t block_len,
+                             BlockRange range = {});
 
 }  // namespace oal::text

@@ -26,7 +26,8 @@ void merge_symbols(std::vector<int32_t>& symbols, Lookup&& lookup) {
   if (n < 2) return;
   std::vector<int32_t> prev(n), next(n);  // linked list over positions; -1 / n = none
   std::vector<bool> alive(n, true);
-  for (size_t i = 0; i < n; ++i) prev[i] = static_cast<int32_t>(i) - 1, next[i] = static_cast<int32_t>(i + 1);
+  for (size_t i = 0; i < n; ++i)
+    prev[i] = static_cast<int32_t>(i) - 1, next[i] = static_cast<int32_t>(i + 1);
   struct Entry {
     double priority;
     int32_t left, right, left_id, right_id, merged;
@@ -46,8 +47,8 @@ void merge_symbols(std::vector<int32_t>& symbols, Lookup&& lookup) {
     heap.pop();
     // Stale entry: a side was merged away or changed. A position's symbol only grows,
     // so an unchanged id means the pair is still the one that was pushed.
-    if (!alive[e.left] || !alive[e.right] || next[e.left] != e.right || symbols[e.left] != e.left_id ||
-        symbols[e.right] != e.right_id)
+    if (!alive[e.left] || !alive[e.right] || next[e.left] != e.right ||
+        symbols[e.left] != e.left_id || symbols[e.right] != e.right_id)
       continue;
     symbols[e.left] = e.merged;
     alive[e.right] = false;

@@ -5,7 +5,9 @@
 namespace oal::text {
 
 namespace {
-bool printable(unsigned b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE); }
+bool printable(unsigned b) {
+  return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+}
 
 struct Tables {
   std::array<char32_t, 256> to_cp{};

@@ -29,7 +29,8 @@ int64_t parse_index(std::string_view s, std::string_view spec) {
 }  // namespace
 
 std::string read_text_file(const std::filesystem::path& path) {
-  check(std::filesystem::is_regular_file(path), "read text", "'{}' is not a readable file", path.string());
+  check(std::filesystem::is_regular_file(path), "read text", "'{}' is not a readable file",
+        path.string());
   std::ifstream in(path, std::ios::binary);
   check(in.good(), "read text", "cannot open '{}'", path.string());
   std::string text(std::istreambuf_iterator<char>(in), {});
@@ -113,12 +114,12 @@ std::vector<std::vector<int32_t>> make_blocks(const std::vector<int32_t>& tokens
                                               BlockRange range) {
   const auto n = static_cast<int64_t>(tokens.size());
   const int64_t available = block_count(n, block_len);
-  check(available >= 1, "make blocks", "need at least {} tokens for one block of {}, the stream has {}", block_len,
-        block_len, n);
+  check(available >= 1, "make blocks",
+        "need at least {} tokens for one block of {}, the stream has {}", block_len, block_len, n);
   const int64_t end = range.end < 0 ? available : range.end;
   check(range.begin >= 0 && range.begin < end && end <= available, "make blocks",
-        "block range [{}, {}) is outside the {} available blocks of {} tokens ({} tokens)", range.begin, end, available,
-        block_len, n);
+        "block range [{}, {}) is outside the {} available blocks of {} tokens ({} tokens)",
+        range.begin, end, available, block_len, n);
   std::vector<std::vector<int32_t>> blocks;
   blocks.reserve(static_cast<size_t>(end - range.begin));
   for (int64_t b = range.begin; b < end; ++b)

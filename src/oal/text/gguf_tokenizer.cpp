@@ -36,8 +36,9 @@ std::vector<int64_t> read_token_types(const io::GgufHeader& h, size_t n_tokens) 
   const io::GgufValue* v = h.find("tokenizer.ggml.token_type");
   if (v == nullptr) return std::vector<int64_t>(n_tokens, 1);
   auto types = v->as_int_array("tokenizer.ggml.token_type");
-  check(types.size() == n_tokens, k_op, "tokenizer.ggml.token_type has {} entries, expected {} (one per token)",
-        types.size(), n_tokens);
+  check(types.size() == n_tokens, k_op,
+        "tokenizer.ggml.token_type has {} entries, expected {} (one per token)", types.size(),
+        n_tokens);
   return types;
 }
 
@@ -47,8 +48,8 @@ std::string special_token(const io::GgufHeader& h, const std::string& key,
   const io::GgufValue* v = h.find(key);
   if (v == nullptr) return {};
   const int64_t id = v->as_int(key);
-  check(id >= 0 && id < static_cast<int64_t>(tokens.size()), k_op, "{} = {}: expected an id in [0, {})",
-        key, id, tokens.size());
+  check(id >= 0 && id < static_cast<int64_t>(tokens.size()), k_op,
+        "{} = {}: expected an id in [0, {})", key, id, tokens.size());
   return tokens[id];
 }
 
@@ -56,14 +57,16 @@ std::string special_token(const io::GgufHeader& h, const std::string& key,
 
 SplitPattern gguf_pre_tokenizer(const std::string& pre) {
   // llama.cpp groups these names onto one regex set (llama-vocab.cpp).
-  static const std::unordered_set<std::string> smollm = {"smollm", "starcoder", "refact",
-                                                         "command-r", "codeshell", "exaone", "minerva-7b"};
+  static const std::unordered_set<std::string> smollm = {
+      "smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"};
   if (smollm.count(pre)) return SplitPattern::smollm;
   if (pre.empty() || pre == "default" || pre == "gpt2" || pre == "gpt-2") return SplitPattern::gpt2;
   if (pre == "qwen2") return SplitPattern::qwen2;
   if (pre == "llama-bpe" || pre == "llama3") return SplitPattern::llama3;
-  fail(k_op, "tokenizer.ggml.pre '{}' is not supported: supported are smollm (and starcoder, refact, "
-       "command-r, codeshell, exaone, minerva-7b), gpt2/default, qwen2, llama-bpe", pre);
+  fail(k_op,
+       "tokenizer.ggml.pre '{}' is not supported: supported are smollm (and starcoder, refact, "
+       "command-r, codeshell, exaone, minerva-7b), gpt2/default, qwen2, llama-bpe",
+       pre);
 }
 
 std::string gguf_tokenizer_model(const io::GgufHeader& h) {
@@ -85,7 +88,8 @@ GgufTokenizerInfo read_gguf_tokenizer(const io::GgufHeader& h) {
   const std::string model = gguf_tokenizer_model(h);
   check(model == "gpt2", k_op, "tokenizer.ggml.model '{}' is SentencePiece, not byte-level BPE "
         "(read it with read_gguf_spm_vocab)", model);
-  if (const io::GgufValue* p = h.find("tokenizer.ggml.pre")) info.pre = p->as_string("tokenizer.ggml.pre");
+  if (const io::GgufValue* p = h.find("tokenizer.ggml.pre"))
+    info.pre = p->as_string("tokenizer.ggml.pre");
   info.spec.split = gguf_pre_tokenizer(info.pre);
   // llama.cpp: Llama-3's BPE takes a piece that is itself a token whole.
   info.spec.ignore_merges = info.spec.split == SplitPattern::llama3;
@@ -95,12 +99,13 @@ GgufTokenizerInfo read_gguf_tokenizer(const io::GgufHeader& h) {
   const auto types = read_token_types(h, tokens.size());
   std::unordered_set<std::string> seen;
   for (size_t id = 0; id < tokens.size(); ++id) {
-    check(seen.insert(tokens[id]).second, k_op, "tokenizer.ggml.tokens[{}] = '{}' repeats an earlier token",
-          id, tokens[id]);
+    check(seen.insert(tokens[id]).second, k_op,
+          "tokenizer.ggml.tokens[{}] = '{}' repeats an earlier token", id, tokens[id]);
     info.spec.vocab.emplace_back(tokens[id], static_cast<int32_t>(id));
     const bool added = types[id] == k_type_control || types[id] == k_type_user_defined;
     if (added && !tokens[id].empty())
-      info.spec.added_tokens.push_back({static_cast<int32_t>(id), tokens[id], types[id] == k_type_control});
+      info.spec.added_tokens.push_back(
+          {static_cast<int32_t>(id), tokens[id], types[id] == k_type_control});
   }
   info.spec.merges = read_merges(h);
   info.spec.bos_token = special_token(h, "tokenizer.ggml.bos_token_id", tokens);
@@ -118,7 +123,8 @@ SpmVocab read_gguf_spm_vocab(const io::GgufHeader& h) {
   SpmVocab v;
   v.tokens = h.at("tokenizer.ggml.tokens").as_string_array("tokenizer.ggml.tokens");
   check(!v.tokens.empty(), k_op, "tokenizer.ggml.tokens is empty");
-  check(v.tokens.size() < (1u << 30), k_op, "tokenizer.ggml.tokens has {} entries", v.tokens.size());
+  check(v.tokens.size() < (1u << 30), k_op, "tokenizer.ggml.tokens has {} entries",
+        v.tokens.size());
   const io::GgufValue* scores = h.find("tokenizer.ggml.scores");
   check(scores != nullptr, k_op, "tokenizer.ggml.scores is missing: a SentencePiece vocabulary "
         "merges by score, one per token");
@@ -127,18 +133,21 @@ SpmVocab read_gguf_spm_vocab(const io::GgufHeader& h) {
     v.scores.push_back(static_cast<float>(x));
   }
   check(v.scores.size() == v.tokens.size(), k_op,
-        "tokenizer.ggml.scores has {} entries, expected {} (one per token)", v.scores.size(), v.tokens.size());
+        "tokenizer.ggml.scores has {} entries, expected {} (one per token)", v.scores.size(),
+        v.tokens.size());
   for (int64_t t : read_token_types(h, v.tokens.size())) {
-    check(t >= 1 && t <= 6, k_op, "tokenizer.ggml.token_type holds {}: expected 1..6 (normal, unknown, "
-          "control, user-defined, unused, byte)", t);
+    check(t >= 1 && t <= 6, k_op,
+          "tokenizer.ggml.token_type holds {}: expected 1..6 (normal, unknown, "
+          "control, user-defined, unused, byte)",
+          t);
     v.types.push_back(static_cast<SpmTokenType>(t));
   }
   auto id_or = [&](const std::string& key, int32_t fallback) {
     const io::GgufValue* x = h.find(key);
     if (x == nullptr) return fallback;
     const int64_t id = x->as_int(key);
-    check(id >= 0 && id < static_cast<int64_t>(v.tokens.size()), k_op, "{} = {}: expected an id in [0, {})",
-          key, id, v.tokens.size());
+    check(id >= 0 && id < static_cast<int64_t>(v.tokens.size()), k_op,
+          "{} = {}: expected an id in [0, {})", key, id, v.tokens.size());
     return static_cast<int32_t>(id);
   };
   // llama.cpp's defaults for SentencePiece files: unk 0, BOS 1, EOS 2, BOS added.
@@ -154,7 +163,8 @@ SpmVocab read_gguf_spm_vocab(const io::GgufHeader& h) {
 }
 
 std::unique_ptr<Tokenizer> gguf_tokenizer(const io::GgufHeader& h) {
-  if (gguf_tokenizer_model(h) == "llama") return std::make_unique<SpmTokenizer>(read_gguf_spm_vocab(h));
+  if (gguf_tokenizer_model(h) == "llama")
+    return std::make_unique<SpmTokenizer>(read_gguf_spm_vocab(h));
   return std::make_unique<HfBpeTokenizer>(read_gguf_tokenizer(h).spec);
 }
 
@@ -171,7 +181,9 @@ io::GgufMetadata gguf_tokenizer_metadata(const HfBpeSpec& spec) {
   };
   for (const auto& [s, id] : spec.vocab) place(id, s, 1);
   for (const auto& a : spec.added_tokens)
-    place(a.id, a.content, a.special ? static_cast<int32_t>(k_type_control) : static_cast<int32_t>(k_type_user_defined));
+    place(a.id, a.content,
+          a.special ? static_cast<int32_t>(k_type_control)
+                    : static_cast<int32_t>(k_type_user_defined));
   size_t n = tokens.size();
   while (n > 0 && !present[n - 1]) --n;  // added tokens that are also in vocab
   for (size_t i = 0; i < n; ++i)
@@ -181,24 +193,31 @@ io::GgufMetadata gguf_tokenizer_metadata(const HfBpeSpec& spec) {
   std::vector<std::string> merges;
   for (const auto& [a, b] : spec.merges) merges.push_back(a + " " + b);
   static const std::map<SplitPattern, std::string> pre = {{SplitPattern::qwen2, "qwen2"},
-      {SplitPattern::llama3, "llama-bpe"}, {SplitPattern::gpt2, "gpt2"}, {SplitPattern::smollm, "smollm"}};
-  io::GgufMetadata md = {{"tokenizer.ggml.model", io::gguf_str("gpt2")},
-                         {"tokenizer.ggml.pre", io::gguf_str(spec.split ? pre.at(*spec.split) : "gpt2")},
-                         {"tokenizer.ggml.tokens", io::gguf_str_array(tokens)},
-                         {"tokenizer.ggml.token_type", io::gguf_i32_array(types)},
-                         {"tokenizer.ggml.merges", io::gguf_str_array(merges)}};
+                                                          {SplitPattern::llama3, "llama-bpe"},
+                                                          {SplitPattern::gpt2, "gpt2"},
+                                                          {SplitPattern::smollm, "smollm"}};
+  io::GgufMetadata md = {
+      {"tokenizer.ggml.model", io::gguf_str("gpt2")},
+      {"tokenizer.ggml.pre", io::gguf_str(spec.split ? pre.at(*spec.split) : "gpt2")},
+      {"tokenizer.ggml.tokens", io::gguf_str_array(tokens)},
+      {"tokenizer.ggml.token_type", io::gguf_i32_array(types)},
+      {"tokenizer.ggml.merges", io::gguf_str_array(merges)}};
   auto id_of = [&](const std::string& name) {
     for (size_t i = 0; i < tokens.size(); ++i)
       if (tokens[i] == name) return static_cast<uint32_t>(i);
     fail("gguf tokenizer write", "special token '{}' is not in the vocabulary", name);
   };
-  if (!spec.bos_token.empty()) md.emplace_back("tokenizer.ggml.bos_token_id", io::gguf_u32(id_of(spec.bos_token)));
-  if (!spec.eos_token.empty()) md.emplace_back("tokenizer.ggml.eos_token_id", io::gguf_u32(id_of(spec.eos_token)));
-  md.emplace_back("tokenizer.ggml.add_bos_token", io::gguf_bool(spec.add_bos && !spec.bos_token.empty()));
+  if (!spec.bos_token.empty())
+    md.emplace_back("tokenizer.ggml.bos_token_id", io::gguf_u32(id_of(spec.bos_token)));
+  if (!spec.eos_token.empty())
+    md.emplace_back("tokenizer.ggml.eos_token_id", io::gguf_u32(id_of(spec.eos_token)));
+  md.emplace_back("tokenizer.ggml.add_bos_token",
+                  io::gguf_bool(spec.add_bos && !spec.bos_token.empty()));
   return md;
 }
 
-void write_gguf_tokenizer(const std::filesystem::path& source_gguf, const std::filesystem::path& out) {
+void write_gguf_tokenizer(const std::filesystem::path& source_gguf,
+                          const std::filesystem::path& out) {
   const io::GgufFile g = io::read_gguf(source_gguf);
   (void)gguf_tokenizer(g.header);  // refuse a file whose tokenizer cannot be used
   io::GgufMetadata md;

@@ -28,7 +28,8 @@ namespace oal::text {
 struct GgufTokenizerInfo {
   HfBpeSpec spec;
   std::string pre;                  // tokenizer.ggml.pre as stored ("" when absent)
-  bool add_bos = false;             // tokenizer.ggml.add_bos_token (absent: false, as llama.cpp does for BPE); also spec.add_bos
+  bool add_bos = false;  // tokenizer.ggml.add_bos_token (absent: false, as llama.cpp does for BPE);
+                         // also spec.add_bos
   std::optional<std::string> chat_template;  // tokenizer.chat_template, for later use
 };
 
@@ -58,7 +59,8 @@ SplitPattern gguf_pre_tokenizer(const std::string& pre);
 // The tokenizer.* keys of a GGUF file alone, as a GGUF file without tensors
 // ("tokenizer.gguf"): what a converted model directory keeps of a GGUF source model, so
 // that it tokenizes exactly as the source without a copy of its weights.
-void write_gguf_tokenizer(const std::filesystem::path& source_gguf, const std::filesystem::path& out);
+void write_gguf_tokenizer(const std::filesystem::path& source_gguf,
+                          const std::filesystem::path& out);
 
 // The other direction, for writing GGUF files: `spec` as tokenizer.ggml.* keys (ids
 // must be dense 0..N-1; added special tokens become control tokens, other added tokens

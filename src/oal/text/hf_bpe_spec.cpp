@@ -33,10 +33,11 @@ void parse_model(const json& root, HfBpeSpec& spec) {
   const json& model = field(root, "model", "tokenizer");
   // Old files omit model.type; vocab + merges then means BPE.
   if (model.is_object() && model.contains("type"))
-    check(type_of(model, "model") == "BPE", k_op, "unsupported model type '{}': only BPE is supported",
-          type_of(model, "model"));
+    check(type_of(model, "model") == "BPE", k_op,
+          "unsupported model type '{}': only BPE is supported", type_of(model, "model"));
   const json& vocab = field(model, "vocab", "model");
-  check(vocab.is_object() && !vocab.empty(), k_op, "model.vocab must be a non-empty object of token -> id");
+  check(vocab.is_object() && !vocab.empty(), k_op,
+        "model.vocab must be a non-empty object of token -> id");
   spec.vocab.reserve(vocab.size());
   for (const auto& [token, id] : vocab.items()) {
     check(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < INT32_MAX, k_op,
@@ -51,7 +52,8 @@ void parse_model(const json& root, HfBpeSpec& spec) {
     if (m.is_string()) {  // "a b"
       const auto s = m.get<std::string>();
       const size_t sp = s.find(' ');
-      check(sp != std::string::npos && sp > 0 && sp + 1 < s.size() && s.find(' ', sp + 1) == std::string::npos,
+      check(sp != std::string::npos && sp > 0 && sp + 1 < s.size() &&
+                s.find(' ', sp + 1) == std::string::npos,
             k_op, "model.merges[{}] = '{}': expected two tokens separated by one space", i, s);
       spec.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
     } else {  // ["a", "b"]
@@ -78,7 +80,8 @@ void parse_normalizer(const json& root, HfBpeSpec& spec) {
     spec.nfc = true;
     return;
   }
-  check(type == "Sequence", k_op, "unsupported normalizer '{}': supported are none, NFC, Sequence[NFC]", type);
+  check(type == "Sequence", k_op,
+        "unsupported normalizer '{}': supported are none, NFC, Sequence[NFC]", type);
   for (const json& sub : field(n, "normalizers", "normalizer")) {
     const std::string t = type_of(sub, "normalizer.normalizers[]");
     check(t == "NFC", k_op, "unsupported normalizer '{}' in Sequence: supported is NFC", t);
@@ -91,19 +94,22 @@ void parse_pre_tokenizer_step(const json& p, HfBpeSpec& spec, bool& byte_level) 
   if (type == "ByteLevel") {
     check(!flag(p, "use_regex"), k_op,
           "pre_tokenizer ByteLevel with use_regex true (the GPT-2 pattern) is not supported; "
-          "supported is a Split with the Qwen2 or Llama-3 pattern followed by ByteLevel(use_regex false)");
-    check(!flag(p, "add_prefix_space"), k_op, "pre_tokenizer ByteLevel with add_prefix_space true is not supported");
+          "supported is a Split with the Qwen2 or Llama-3 pattern followed by ByteLevel(use_regex "
+          "false)");
+    check(!flag(p, "add_prefix_space"), k_op,
+          "pre_tokenizer ByteLevel with add_prefix_space true is not supported");
     byte_level = true;
     return;
   }
-  check(type == "Split", k_op, "unsupported pre_tokenizer '{}': supported are Split and ByteLevel", type);
+  check(type == "Split", k_op, "unsupported pre_tokenizer '{}': supported are Split and ByteLevel",
+        type);
   check(!spec.split, k_op, "only one Split pre_tokenizer is supported");
   const json& pattern = field(p, "pattern", "pre_tokenizer Split");
   check(pattern.is_object() && pattern.contains("Regex") && pattern.at("Regex").is_string(), k_op,
         "pre_tokenizer Split: expected pattern {{\"Regex\": ...}}");
   const json& behavior = field(p, "behavior", "pre_tokenizer Split");
-  check(behavior == "Isolated", k_op, "pre_tokenizer Split: behavior '{}' is not supported (only Isolated)",
-        behavior.dump());
+  check(behavior == "Isolated", k_op,
+        "pre_tokenizer Split: behavior '{}' is not supported (only Isolated)", behavior.dump());
   check(!flag(p, "invert"), k_op, "pre_tokenizer Split: invert true is not supported");
   spec.split = split_pattern_from_regex(pattern.at("Regex").get<std::string>());
 }
@@ -113,15 +119,18 @@ void parse_pre_tokenizer(const json& root, HfBpeSpec& spec) {
   if (root.contains("pre_tokenizer") && !root.at("pre_tokenizer").is_null()) {
     const json& p = root.at("pre_tokenizer");
     if (type_of(p, "pre_tokenizer") == "Sequence") {
-      for (const json& sub : field(p, "pretokenizers", "pre_tokenizer")) parse_pre_tokenizer_step(sub, spec, byte_level);
+      for (const json& sub : field(p, "pretokenizers", "pre_tokenizer"))
+        parse_pre_tokenizer_step(sub, spec, byte_level);
     } else {
       parse_pre_tokenizer_step(p, spec, byte_level);
     }
   }
-  check(byte_level, k_op, "pre_tokenizer has no ByteLevel step: only byte-level BPE tokenizers are supported");
+  check(byte_level, k_op,
+        "pre_tokenizer has no ByteLevel step: only byte-level BPE tokenizers are supported");
   if (root.contains("decoder") && !root.at("decoder").is_null())
     check(type_of(root.at("decoder"), "decoder") == "ByteLevel", k_op,
-          "unsupported decoder '{}': only ByteLevel is supported", type_of(root.at("decoder"), "decoder"));
+          "unsupported decoder '{}': only ByteLevel is supported",
+          type_of(root.at("decoder"), "decoder"));
 }
 
 void parse_added_tokens(const json& root, HfBpeSpec& spec) {
@@ -136,8 +145,8 @@ void parse_added_tokens(const json& root, HfBpeSpec& spec) {
     const json& content = field(a, "content", where);
     check(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < INT32_MAX, k_op,
           "{}: id must be a non-negative int32", where);
-    check(content.is_string() && !content.get<std::string>().empty(), k_op, "{}: content must be a non-empty string",
-          where);
+    check(content.is_string() && !content.get<std::string>().empty(), k_op,
+          "{}: content must be a non-empty string", where);
     t.id = id.get<int32_t>();
     t.content = content.get<std::string>();
     t.special = flag(a, "special");
@@ -152,7 +161,8 @@ std::string config_token(const json& config, const char* name) {
   if (!config.contains(name)) return {};
   const json& v = config.at(name);
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content") && v.at("content").is_string()) return v.at("content").get<std::string>();
+  if (v.is_object() && v.contains("content") && v.at("content").is_string())
+    return v.at("content").get<std::string>();
   return {};
 }
 

@@ -18,7 +18,9 @@ uint64_t pair_key(int32_t a, int32_t b) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
 }
 
-bool ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+bool ascii_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 }  // namespace
 
 std::unique_ptr<HfBpeTokenizer> HfBpeTokenizer::load(const std::filesystem::path& path) {
@@ -28,7 +30,8 @@ std::unique_ptr<HfBpeTokenizer> HfBpeTokenizer::load(const std::filesystem::path
   } catch (const Error& e) {
     const std::string what = e.what();
     const std::string prefix = fmt::format("[{}] ", k_op);
-    fail(k_op, "'{}': {}", path.string(), what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what);
+    fail(k_op, "'{}': {}", path.string(),
+         what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what);
   }
 }
 
@@ -87,8 +90,9 @@ void HfBpeTokenizer::add_tokens(const HfBpeSpec& spec) {
     added_by_first_byte_[static_cast<uint8_t>(added_[i].content[0])].push_back(static_cast<int>(i));
   }
   for (auto& list : added_by_first_byte_)
-    std::stable_sort(list.begin(), list.end(),
-                     [&](int a, int b) { return added_[a].content.size() > added_[b].content.size(); });
+    std::stable_sort(list.begin(), list.end(), [&](int a, int b) {
+      return added_[a].content.size() > added_[b].content.size();
+    });
 }
 
 void HfBpeTokenizer::add_merges(const HfBpeSpec& spec) {
@@ -102,7 +106,8 @@ void HfBpeTokenizer::add_merges(const HfBpeSpec& spec) {
     const auto& [a, b] = spec.merges[rank];
     const int32_t merged = id_of(a + b, rank);
     // A repeated pair keeps its first (best) rank, as HF does.
-    merges_.emplace(pair_key(id_of(a, rank), id_of(b, rank)), MergeRule{static_cast<int32_t>(rank), merged});
+    merges_.emplace(pair_key(id_of(a, rank), id_of(b, rank)),
+                    MergeRule{static_cast<int32_t>(rank), merged});
   }
 }
 
@@ -184,7 +189,8 @@ std::vector<int32_t> HfBpeTokenizer::byte_symbols(std::string_view piece) const 
 
 std::vector<int32_t> HfBpeTokenizer::bpe_piece_uncached(std::string_view piece) const {
   if (ignore_merges_) {
-    if (const auto it = vocab_.find(bytes_to_byte_level(piece)); it != vocab_.end()) return {it->second};
+    if (const auto it = vocab_.find(bytes_to_byte_level(piece)); it != vocab_.end())
+      return {it->second};
   }
   std::vector<int32_t> symbols = byte_symbols(piece);
   merge_symbols(symbols, [&](int32_t a, int32_t b) -> Merge {
@@ -197,7 +203,8 @@ std::vector<int32_t> HfBpeTokenizer::bpe_piece_uncached(std::string_view piece) 
 
 std::vector<int32_t> HfBpeTokenizer::bpe_piece_reference(std::string_view piece) const {
   if (ignore_merges_) {
-    if (const auto it = vocab_.find(bytes_to_byte_level(piece)); it != vocab_.end()) return {it->second};
+    if (const auto it = vocab_.find(bytes_to_byte_level(piece)); it != vocab_.end())
+      return {it->second};
   }
   std::vector<int32_t> symbols = byte_symbols(piece);
   merge_symbols_reference(symbols, [&](int32_t a, int32_t b) -> Merge {
@@ -209,8 +216,8 @@ std::vector<int32_t> HfBpeTokenizer::bpe_piece_reference(std::string_view piece)
 }
 
 std::string HfBpeTokenizer::decode_token(int32_t /*prev*/, int32_t id) const {
-  check(id >= 0 && id < vocab_size() && has_token_[id], "tokenizer decode", "token id {} is not in the vocabulary (size {})",
-        id, vocab_size());
+  check(id >= 0 && id < vocab_size() && has_token_[id], "tokenizer decode",
+        "token id {} is not in the vocabulary (size {})", id, vocab_size());
   return token_bytes_[id];
 }
 

@@ -35,7 +35,10 @@ int parse_byte_token(const std::string& s) {
   int v = 0;
   for (size_t i = 3; i < 5; ++i) {
     const char c = s[i];
-    const int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+    const int d = (c >= '0' && c <= '9')   ? c - '0'
+                  : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                  : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                                           : -1;
     if (d < 0) return -1;
     v = v * 16 + d;
   }
@@ -43,24 +46,28 @@ int parse_byte_token(const std::string& s) {
 }
 }  // namespace
 
-std::unique_ptr<Llama2cTokenizer> Llama2cTokenizer::load(const std::filesystem::path& path, Llama2cInput input) {
+std::unique_ptr<Llama2cTokenizer> Llama2cTokenizer::load(const std::filesystem::path& path,
+                                                         Llama2cInput input) {
   const std::string bytes = read_file_bytes(path);
-  check(bytes.size() >= 4, k_op, "'{}': expected at least a 4-byte header, file has {} bytes", path.string(),
-        bytes.size());
+  check(bytes.size() >= 4, k_op, "'{}': expected at least a 4-byte header, file has {} bytes",
+        path.string(), bytes.size());
   size_t pos = 0;
   const auto max_len = read_pod<int32_t>(bytes, pos);
-  check(max_len > 0, k_op, "'{}': max_token_length must be positive, file says {}", path.string(), max_len);
+  check(max_len > 0, k_op, "'{}': max_token_length must be positive, file says {}", path.string(),
+        max_len);
   std::vector<std::string> vocab;
   std::vector<float> scores;
   while (pos < bytes.size()) {
     const size_t id = vocab.size();
-    check(bytes.size() - pos >= 8, k_op, "'{}' truncated in token {}: expected 8 bytes of score and length, {} left",
+    check(bytes.size() - pos >= 8, k_op,
+          "'{}' truncated in token {}: expected 8 bytes of score and length, {} left",
           path.string(), id, bytes.size() - pos);
     const auto score = read_pod<float>(bytes, pos);
     const auto len = read_pod<int32_t>(bytes, pos);
     check(std::isfinite(score), k_op, "'{}' token {}: score is not finite", path.string(), id);
-    check(len >= 0 && len <= max_len, k_op, "'{}' token {}: length {} outside [0, max_token_length {}]",
-          path.string(), id, len, max_len);
+    check(len >= 0 && len <= max_len, k_op,
+          "'{}' token {}: length {} outside [0, max_token_length {}]", path.string(), id, len,
+          max_len);
     check(bytes.size() - pos >= static_cast<size_t>(len), k_op,
           "'{}' truncated in token {}: expected {} bytes of text, {} left", path.string(), id, len,
           bytes.size() - pos);
@@ -71,14 +78,17 @@ std::unique_ptr<Llama2cTokenizer> Llama2cTokenizer::load(const std::filesystem::
   return std::make_unique<Llama2cTokenizer>(std::move(vocab), std::move(scores), input);
 }
 
-Llama2cTokenizer::Llama2cTokenizer(std::vector<std::string> vocab, std::vector<float> scores, Llama2cInput input)
+Llama2cTokenizer::Llama2cTokenizer(std::vector<std::string> vocab, std::vector<float> scores,
+                                   Llama2cInput input)
     : vocab_(std::move(vocab)), scores_(std::move(scores)), input_(input) {
-  check(vocab_.size() == scores_.size(), k_op, "{} tokens but {} scores", vocab_.size(), scores_.size());
-  check(vocab_.size() >= 259, k_op, "expected at least 259 tokens (<unk>, BOS, EOS, 256 byte tokens), got {}",
-        vocab_.size());
+  check(vocab_.size() == scores_.size(), k_op, "{} tokens but {} scores", vocab_.size(),
+        scores_.size());
+  check(vocab_.size() >= 259, k_op,
+        "expected at least 259 tokens (<unk>, BOS, EOS, 256 byte tokens), got {}", vocab_.size());
   for (int b = 0; b < 256; ++b)
-    check(parse_byte_token(vocab_[k_byte_offset + b]) == b, k_op, "token {} should be the byte token <0x{:02X}>, is '{}'",
-          k_byte_offset + b, b, vocab_[k_byte_offset + b]);
+    check(parse_byte_token(vocab_[k_byte_offset + b]) == b, k_op,
+          "token {} should be the byte token <0x{:02X}>, is '{}'", k_byte_offset + b, b,
+          vocab_[k_byte_offset + b]);
   ids_.reserve(vocab_.size() * 2);
   for (size_t i = 0; i < vocab_.size(); ++i) ids_.emplace(vocab_[i], static_cast<int32_t>(i));
   const auto space = ids_.find(" ");
@@ -155,16 +165,19 @@ std::vector<int32_t> Llama2cTokenizer::encode_reference(std::string_view text, b
 }
 
 std::string Llama2cTokenizer::decode_token(int32_t prev, int32_t id) const {
-  check(id >= 0 && id < vocab_size(), "llama2c decode", "token id {} outside [0, {})", id, vocab_size());
+  check(id >= 0 && id < vocab_size(), "llama2c decode", "token id {} outside [0, {})", id,
+        vocab_size());
   if (id == k_bos || id == k_eos) return {};
   const std::string& piece = vocab_[id];
-  if (const int byte = parse_byte_token(piece); byte >= 0) return std::string(1, static_cast<char>(byte));
+  if (const int byte = parse_byte_token(piece); byte >= 0)
+    return std::string(1, static_cast<char>(byte));
   if ((prev == k_bos || prev == -1) && !piece.empty() && piece[0] == ' ') return piece.substr(1);
   return piece;
 }
 
 const std::string& Llama2cTokenizer::token_string(int32_t id) const {
-  check(id >= 0 && id < vocab_size(), "llama2c token_string", "token id {} outside [0, {})", id, vocab_size());
+  check(id >= 0 && id < vocab_size(), "llama2c token_string", "token id {} outside [0, {})", id,
+        vocab_size());
   return vocab_[id];
 }
 
@@ -175,7 +188,8 @@ std::optional<int32_t> Llama2cTokenizer::token_id(std::string_view token) const 
 }
 
 float Llama2cTokenizer::score(int32_t id) const {
-  check(id >= 0 && id < vocab_size(), "llama2c score", "token id {} outside [0, {})", id, vocab_size());
+  check(id >= 0 && id < vocab_size(), "llama2c score", "token id {} outside [0, {})", id,
+        vocab_size());
   return scores_[id];
 }
 

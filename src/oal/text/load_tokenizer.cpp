@@ -31,11 +31,14 @@ bool looks_like_json(const std::filesystem::path& path) {
 }  // namespace
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& path) {
-  check(std::filesystem::exists(path), k_op, "'{}' does not exist (expected tokenizer.json, a model directory "
-        "holding one, a .gguf model file, or a llama2.c tokenizer .bin)", path.string());
+  check(std::filesystem::exists(path), k_op,
+        "'{}' does not exist (expected tokenizer.json, a model directory "
+        "holding one, a .gguf model file, or a llama2.c tokenizer .bin)",
+        path.string());
   if (std::filesystem::is_directory(path)) {
     const auto json_path = path / "tokenizer.json";
-    check(std::filesystem::is_regular_file(json_path), k_op, "directory '{}' has no tokenizer.json", path.string());
+    check(std::filesystem::is_regular_file(json_path), k_op, "directory '{}' has no tokenizer.json",
+          path.string());
     return HfBpeTokenizer::load(json_path);
   }
   if (io::is_gguf_file(path)) return load_gguf_tokenizer(path);

@@ -31,7 +31,8 @@ std::vector<Char> classify(std::string_view text) {
   chars.reserve(text.size());
   for (size_t pos = 0, len = 0; pos < text.size(); pos += len) {
     const char32_t cp = utf8_next(text, pos, len);
-    chars.push_back({cp, static_cast<uint32_t>(pos), is_letter(cp), is_number(cp), is_white_space(cp)});
+    chars.push_back(
+        {cp, static_cast<uint32_t>(pos), is_letter(cp), is_number(cp), is_white_space(cp)});
   }
   return chars;
 }
@@ -176,7 +177,8 @@ SplitPattern split_pattern_from_regex(std::string_view regex) {
   if (regex == k_qwen2_regex) return SplitPattern::qwen2;
   if (regex == k_llama3_regex) return SplitPattern::llama3;
   fail("tokenizer.json pre_tokenizer",
-       "unsupported Split regex '{}': supported are the Qwen2 pattern '{}' and the Llama-3 pattern '{}'",
+       "unsupported Split regex '{}': supported are the Qwen2 pattern '{}' and the Llama-3 pattern "
+       "'{}'",
        regex, k_qwen2_regex, k_llama3_regex);
 }
 

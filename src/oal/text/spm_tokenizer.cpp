@@ -94,7 +94,8 @@ SpmTokenizer::SpmTokenizer(SpmVocab vocab)
   }
   // llama.cpp's byte_to_token: "<0xAB>" when the vocabulary has it, else the raw byte.
   for (int b = 0; b < 256; ++b) {
-    if (auto it = ids_.find(fmt::format("<0x{:02X}>", b)); it != ids_.end()) byte_ids_[b] = it->second;
+    if (auto it = ids_.find(fmt::format("<0x{:02X}>", b)); it != ids_.end())
+      byte_ids_[b] = it->second;
     else if (auto raw = ids_.find(std::string(1, static_cast<char>(b))); raw != ids_.end())
       byte_ids_[b] = raw->second;
   }
@@ -104,7 +105,8 @@ SpmTokenizer::SpmTokenizer(SpmVocab vocab)
 }
 
 const std::string& SpmTokenizer::token_string(int32_t id) const {
-  check(id >= 0 && id < vocab_size(), k_op, "token id {} outside the vocabulary of {}", id, vocab_size());
+  check(id >= 0 && id < vocab_size(), k_op, "token id {} outside the vocabulary of {}", id,
+        vocab_size());
   return vocab_.tokens[id];
 }
 
@@ -138,7 +140,8 @@ void SpmTokenizer::encode_piece(std::string_view piece, bool prefix_space,
   std::vector<Symbol> symbols;
   for (size_t offs = 0; offs < text.size();) {
     // A malformed lead byte counts as one byte (as llama.cpp's unicode_len_utf8 does).
-    const size_t len = std::min(utf8_sequence_length(static_cast<uint8_t>(text[offs])), text.size() - offs);
+    const size_t len =
+        std::min(utf8_sequence_length(static_cast<uint8_t>(text[offs])), text.size() - offs);
     const int index = static_cast<int>(symbols.size());
     symbols.push_back({offs, len, index - 1, offs + len == text.size() ? -1 : index + 1});
     offs += len;
@@ -146,7 +149,8 @@ void SpmTokenizer::encode_piece(std::string_view piece, bool prefix_space,
   std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
   auto try_add = [&](int left, int right) {
     if (left < 0 || right < 0) return;
-    const std::string_view merged(text.data() + symbols[left].start, symbols[left].n + symbols[right].n);
+    const std::string_view merged(text.data() + symbols[left].start,
+                                  symbols[left].n + symbols[right].n);
     auto it = ids_.find(std::string(merged));
     if (it == ids_.end()) return;
     queue.push({left, right, vocab_.scores[it->second], merged.size()});
@@ -192,7 +196,8 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos) c
       continue;
     }
     if (i > piece_start) {
-      encode_piece(text.substr(piece_start, i - piece_start), vocab_.add_space_prefix && after_added, out);
+      encode_piece(text.substr(piece_start, i - piece_start),
+                   vocab_.add_space_prefix && after_added, out);
     }
     out.push_back(match);
     after_added = true;

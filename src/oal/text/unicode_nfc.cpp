@@ -17,8 +17,8 @@ constexpr char32_t k_n_count = k_v_count * k_t_count, k_s_count = k_l_count * k_
 const tables::Decomposition* find_decomposition(char32_t cp) {
   const auto* begin = tables::k_decompositions;
   const auto* end = begin + tables::k_decomposition_count;
-  const auto* it = std::lower_bound(begin, end, cp,
-                                    [](const tables::Decomposition& d, char32_t c) { return d.cp < c; });
+  const auto* it = std::lower_bound(
+      begin, end, cp, [](const tables::Decomposition& d, char32_t c) { return d.cp < c; });
   return (it != end && it->cp == cp) ? it : nullptr;
 }
 
@@ -49,8 +49,9 @@ void canonical_order(std::vector<char32_t>& cps) {
     }
     size_t j = i;
     while (j < cps.size() && combining_class(cps[j]) != 0) ++j;
-    std::stable_sort(cps.begin() + i, cps.begin() + j,
-                     [](char32_t a, char32_t b) { return combining_class(a) < combining_class(b); });
+    std::stable_sort(cps.begin() + i, cps.begin() + j, [](char32_t a, char32_t b) {
+      return combining_class(a) < combining_class(b);
+    });
     i = j;
   }
 }
@@ -59,14 +60,15 @@ void canonical_order(std::vector<char32_t>& cps) {
 char32_t compose_pair(char32_t a, char32_t b) {
   if (a >= k_l_base && a < k_l_base + k_l_count && b >= k_v_base && b < k_v_base + k_v_count)
     return k_s_base + ((a - k_l_base) * k_v_count + (b - k_v_base)) * k_t_count;
-  if (a >= k_s_base && a < k_s_base + k_s_count && (a - k_s_base) % k_t_count == 0 && b > k_t_base &&
-      b < k_t_base + k_t_count)
+  if (a >= k_s_base && a < k_s_base + k_s_count && (a - k_s_base) % k_t_count == 0 &&
+      b > k_t_base && b < k_t_base + k_t_count)
     return a + (b - k_t_base);
   const auto* begin = tables::k_compositions;
   const auto* end = begin + tables::k_composition_count;
-  const auto* it = std::lower_bound(begin, end, std::pair{a, b}, [](const tables::Composition& c, auto key) {
-    return c.first < key.first || (c.first == key.first && c.second < key.second);
-  });
+  const auto* it =
+      std::lower_bound(begin, end, std::pair{a, b}, [](const tables::Composition& c, auto key) {
+        return c.first < key.first || (c.first == key.first && c.second < key.second);
+      });
   return (it != end && it->first == a && it->second == b) ? it->composite : 0;
 }
 
@@ -111,7 +113,8 @@ std::string nfc(std::string_view text) {
   if (all_low) return std::string(text);
   std::vector<char32_t> cps;
   cps.reserve(text.size());
-  for (size_t pos = 0, len = 0; pos < text.size(); pos += len) decompose(utf8_next(text, pos, len), cps);
+  for (size_t pos = 0, len = 0; pos < text.size(); pos += len)
+    decompose(utf8_next(text, pos, len), cps);
   canonical_order(cps);
   compose(cps);
   return utf8_encode(cps);

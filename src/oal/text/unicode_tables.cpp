@@ -9,7 +9,8 @@ template <typename Range>
 const Range* find_range(const Range* begin, size_t count, char32_t cp) {
   const Range* end = begin + count;
   // First range whose upper bound is >= cp; it contains cp iff its lower bound <= cp.
-  const Range* it = std::lower_bound(begin, end, cp, [](const Range& r, char32_t c) { return r.hi < c; });
+  const Range* it =
+      std::lower_bound(begin, end, cp, [](const Range& r, char32_t c) { return r.hi < c; });
   return (it != end && it->lo <= cp) ? it : nullptr;
 }
 }  // namespace

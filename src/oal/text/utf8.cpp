@@ -39,7 +39,8 @@ char32_t utf8_next(std::string_view text, size_t pos, size_t& len) {
 std::vector<char32_t> utf8_decode(std::string_view text) {
   std::vector<char32_t> out;
   out.reserve(text.size());
-  for (size_t pos = 0, len = 0; pos < text.size(); pos += len) out.push_back(utf8_next(text, pos, len));
+  for (size_t pos = 0, len = 0; pos < text.size(); pos += len)
+    out.push_back(utf8_next(text, pos, len));
   return out;
 }
 
