@@ -18,13 +18,16 @@
 # clang-14, libclang-rt-14-dev (libFuzzer and the sanitizer runtimes) and llvm-14
 # (llvm-symbolizer, for readable sanitizer reports) build the fuzz targets and the
 # sanitizer test run (`make fuzz`, `make test-asan`; docs/reliability.md).
+# chromium and chromium-driver run `oal serve`'s chat page headless in its test
+# (tests/serve/chat_page_test.py, through the venv's selenium).
 set -euo pipefail
 
 packages=(build-essential cmake libtorch-dev libopenblas-dev nlohmann-json3-dev
           libcli11-dev libfmt-dev libhwy-dev libgloo-dev libcpp-httplib-dev python3-venv)
 case "${1:-}" in
   "") ;;
-  --test) packages+=(libgtest-dev python3-torch python3-pytest clang-14 libclang-rt-14-dev llvm-14) ;;
+  --test) packages+=(libgtest-dev python3-torch python3-pytest clang-14 libclang-rt-14-dev llvm-14
+                     chromium chromium-driver) ;;
   *) echo "install-deps: unknown option '$1' (expected nothing or --test)" >&2; exit 2 ;;
 esac
 

@@ -4,6 +4,8 @@
 # with pinned PyPI packages:
 #   gguf, numpy       the gguf package's dequantization, the reference for io/gguf_quants
 #   openai            the OpenAI Python client, a real client for `oal serve`'s tests
+#   selenium          drives headless Chromium (Debian's chromium + chromium-driver,
+#                     scripts/install-deps.sh --test) through `oal serve`'s chat page
 #   sentencepiece     Google's SentencePiece, which scripts/spm_reference.py uses to make
 #                     the SentencePiece tokenizer's committed reference data
 #   --peer            also llama-cpp-python (builds llama.cpp from source with this
@@ -15,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 venv="${OAL_VENV:-.cache/venv}"
-packages=(numpy==2.2.6 gguf==0.17.1 openai==1.109.1 sentencepiece==0.2.0)
+packages=(numpy==2.2.6 gguf==0.17.1 openai==1.109.1 sentencepiece==0.2.0 selenium==4.27.1)
 [ "${1:-}" = "--peer" ] && packages+=(llama-cpp-python==0.3.16)
 
 if [ ! -x "$venv/bin/python" ]; then

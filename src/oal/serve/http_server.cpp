@@ -10,6 +10,7 @@
 
 #include "oal/core/error.h"
 #include "oal/serve/api_error.h"
+#include "oal/serve/chat_page.h"
 
 namespace oal::serve {
 namespace {
@@ -158,6 +159,7 @@ void Server::routes() {
   http_->Get("/v1/models", api("/v1/models", &Server::models));
   http_->Post("/tokenize", api("/tokenize", &Server::tokenize));
   http_->Post("/detokenize", api("/detokenize", &Server::detokenize));
+  http_->Get("/", [this](const auto& req, auto& res) { page(req, res); });
   http_->Get("/health", [this](const auto& req, auto& res) { health(req, res); });
   http_->Get("/metrics", [this](const auto& req, auto& res) { metrics(req, res); });
 }
@@ -223,6 +225,12 @@ void Server::detokenize(const httplib::Request& req, httplib::Response& res) {
   count("/detokenize", 200);
 }
 
+void Server::page(const httplib::Request&, httplib::Response& res) {
+  const std::string_view html = chat_page_html();
+  res.set_content(html.data(), html.size(), "text/html; charset=utf-8");
+  count("/", 200);
+}
+
 void Server::health(const httplib::Request&, httplib::Response& res) {
   const EngineStats s = engine_.stats();
   send_json(res, 200, {{"status", "ok"}, {"active", s.active}, {"queued", s.queued}});
@@ -237,8 +245,8 @@ void Server::http_error(const httplib::Request& req, httplib::Response& res) {
   const int st = res.status;
   const std::string msg =
       st == 404 ? fmt::format("no route {} {}; the routes are /v1/completions, "
-                              "/v1/chat/completions, /v1/models, /tokenize, /detokenize, /health, "
-                              "/metrics",
+                              "/v1/chat/completions, /v1/models, /tokenize, /detokenize, / (the chat "
+                              "page), /health, /metrics",
                               req.method, req.path)
       : st == 413 ? fmt::format("the request body is larger than {} bytes", options_.max_body_bytes)
                   : fmt::format("HTTP error {}", st);

@@ -3,6 +3,7 @@
 //   POST /v1/completions, POST /v1/chat/completions  (JSON, or SSE with "stream": true)
 //   GET  /v1/models, GET /health, GET /metrics (Prometheus text)
 //   POST /tokenize, POST /detokenize  (llama-server's: text <-> the model's token ids)
+//   GET  /  the chat page (chat_page.h), which uses the routes above
 // Every error is answered as OpenAI's {"error": {...}} JSON with its status; requests
 // above max_body_bytes get 413. With an api_key, /v1/*, /tokenize and /detokenize need
 // "Authorization: Bearer KEY".
@@ -67,6 +68,7 @@ class Server {
   void models(const httplib::Request& req, httplib::Response& res);
   void tokenize(const httplib::Request& req, httplib::Response& res);
   void detokenize(const httplib::Request& req, httplib::Response& res);
+  void page(const httplib::Request& req, httplib::Response& res);  // the chat page at /
   void health(const httplib::Request& req, httplib::Response& res);
   void metrics(const httplib::Request& req, httplib::Response& res);
   // What httplib answers itself (404, 413, bad framing) and what escapes a handler, in
