@@ -95,7 +95,8 @@ struct FinetuneHooks {
 // constructor checks the options and data and raises oal::Error("[finetune] ...") before
 // any update for: steps < 1, batch < 1, patience < 0, min_delta < 0, empty data, ctx < 2,
 // ctx beyond max_position_embeddings, token ids outside the vocabulary, mismatched ctx
-// between train and val, a kernel parameter that is not a trainable leaf.
+// between train and val, a kernel parameter that is not a trainable leaf. model, lora,
+// the kernel parameters and data must outlive the trainer (it keeps references).
 class Trainer {
  public:
   Trainer(model::Transformer& model, adapt::LoraAdapters& lora,
