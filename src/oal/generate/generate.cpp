@@ -27,10 +27,10 @@ GenerateResult generate(const model::Transformer& model, const std::vector<int32
   check(fits_context(n, options.max_new_tokens, max_pos), k_op,
         "prompt ({} tokens) + {} new tokens = {} exceeds max_position_embeddings {}", n,
         options.max_new_tokens, n + options.max_new_tokens, max_pos);
-  (void)Sampler(options.sampler);  // bad sampler options fail even when nothing is generated
+  // Built first: bad sampler options fail even when nothing is generated.
+  TokenPicker picker(options.sampler, options.stop_tokens, options.max_new_tokens, max_pos);
   GenerateResult result;
   if (options.max_new_tokens == 0) return result;
-  TokenPicker picker(options.sampler, options.stop_tokens, options.max_new_tokens, max_pos);
   DecodeSession session(model, 1);
 
   auto t0 = std::chrono::steady_clock::now();
