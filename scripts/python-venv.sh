@@ -8,9 +8,9 @@
 #                     scripts/install-deps.sh --test) through `oal serve`'s chat page
 #   sentencepiece     Google's SentencePiece, which scripts/spm_reference.py uses to make
 #                     the SentencePiece tokenizer's committed reference data
-#   --peer            also llama-cpp-python (builds llama.cpp from source with this
-#                     CPU's native flags; several minutes on 2 cores): the peer that
-#                     scripts/llamacpp_reference.py and the benchmarks run
+#   --peer            also llama-cpp-python (builds llama.cpp from source for this
+#                     CPU, AMX off: scripts/peer-cmake-flags.sh; several minutes on
+#                     2 cores): the peer that scripts/llamacpp_reference.py runs
 # Idempotent: packages already at the pinned version are not reinstalled.
 # Prints nothing but errors unless something is installed.
 set -euo pipefail
@@ -32,5 +32,7 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "python-venv: installing ${missing[*]}"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${missing[@]}"
+  # llama-cpp-python compiles llama.cpp: the same flags as scripts/build-llama-cpp.sh.
+  CMAKE_ARGS="$(bash scripts/peer-cmake-flags.sh | tr '\n' ' ')" \
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${missing[@]}"
 fi
