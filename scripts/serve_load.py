@@ -5,8 +5,11 @@ request count and in time.
 
 Scenarios (--scenario, several may be given; results as one JSON object on stdout):
   throughput  for each concurrency C in --concurrency: C clients at once, each streaming
-              --rounds completions of --max-tokens tokens after a prompt of
-              --prompt-tokens token ids; total generated tokens/s over the wall time,
+              --rounds completions of --max-tokens tokens, each after a prompt of its own
+              of --prompt-tokens token ids (so no server answers one from a prompt cache;
+              --repeat-prompts sends each client's first prompt again in every round, the
+              protocol of the measurements before 2026-12-06, which llama-server's prompt
+              cache reads almost for free); total generated tokens/s over the wall time,
               per-token latency (gaps between streamed chunks) p50/p99, time to first
               token p50, and (oal) the least and most state bytes per active sequence
               sampled from /metrics while the clients run.
@@ -160,7 +163,10 @@ def throughput(srv, a):
     rows = []
     for conc in a.concurrency:
         rng = random.Random(conc)
-        prompts = [token_prompt(rng, a.prompt_tokens, *a.token_range) for _ in range(conc)]
+        prompts = [[token_prompt(rng, a.prompt_tokens, *a.token_range) for _ in range(a.rounds)]
+                   for _ in range(conc)]
+        if a.repeat_prompts:
+            prompts = [[p[0]] * a.rounds for p in prompts]
         gaps, ttft, tokens, errors = [], [], [0], []
         per_seq = []  # state bytes per active sequence, sampled
         lock = threading.Lock()
@@ -176,8 +182,8 @@ def throughput(srv, a):
                 stop_sampling.wait(0.5)
 
         def client(i):
-            for _ in range(a.rounds):
-                body = {"model": "m", "prompt": prompts[i], "max_tokens": a.max_tokens, "temperature": 0,
+            for k in range(a.rounds):
+                body = {"model": "m", "prompt": prompts[i][k], "max_tokens": a.max_tokens, "temperature": 0,
                         "ignore_eos": True}
                 status, times, finish, t0 = srv.stream(body)
                 with lock:
@@ -406,6 +412,8 @@ def main():
     ap.add_argument("--scenario", action="append", choices=["throughput", "mixed", "memory"])
     ap.add_argument("--concurrency", type=ints, default=[1, 4, 16])
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--repeat-prompts", action="store_true",
+                    help="throughput: every round of a client sends its first prompt again")
     ap.add_argument("--prompt-tokens", type=int, default=64)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--token-range", type=ints, default=[1000, 20000])
