@@ -47,8 +47,11 @@ std::unique_ptr<text::Tokenizer> tiny_tokenizer() {
 
 }  // namespace
 
-TEST(DecodeRows, EqualsOneSequenceAtATime) {
-  model::Transformer m(test::tiny_weights(3));
+// extend_rows against each sequence alone through extend_hidden: decode rows (one token)
+// and prompt pieces (several) in the same step, at different positions, on the row path
+// (rowwise_decode, the server's) and on the tensor layer.
+void expect_extend_rows_equals_alone(bool rowwise) {
+  model::Transformer m(test::tiny_weights(3), {.rowwise_decode = rowwise});
   at::NoGradGuard ng;
   // Three sequences at lengths 1, 4 and 7.
   std::vector<model::Transformer::LayerStates> batched, single;
@@ -62,22 +65,41 @@ TEST(DecodeRows, EqualsOneSequenceAtATime) {
   }
   std::vector<model::Transformer::LayerStates*> rows;
   for (auto& s : batched) rows.push_back(&s);
+  // Step 0: all decode; step 1: row 1 reads 5 tokens; step 2: rows 0 and 2 read 3 and 2.
+  const std::vector<std::vector<int64_t>> counts = {{1, 1, 1}, {1, 5, 1}, {3, 1, 2}};
   for (int step = 0; step < 3; ++step) {
-    at::Tensor tokens = at::tensor({3 + step, 9, 30 - step}, at::kLong);
-    at::Tensor h = m.decode_rows(tokens, rows);
+    std::vector<at::Tensor> tokens;
+    for (int64_t r = 0; r < 3; ++r)
+      tokens.push_back((at::arange(counts[step][r], at::kLong) * 7 + 3 * step + r) % 32);
+    at::Tensor h = m.extend_rows(tokens, rows);
     ASSERT_EQ(h.sizes(), (at::IntArrayRef{3, 16}));
     for (int64_t r = 0; r < 3; ++r) {
-      at::Tensor ref = m.extend_hidden(tokens[r].view({1, 1}), single[r]).view({16});
-      // Same operations on the same rows; only the GEMM's blocking over N rows differs.
+      const int64_t n = counts[step][r];
+      at::Tensor ref = m.extend_hidden(tokens[r].view({1, n}), single[r]).select(1, n - 1).view({16});
+      // Same operations on the same rows; the GEMM's blocking over the ΣT rows, and on the
+      // row path its fp64 norm against the tensor layer's, change fp32 rounding only.
       EXPECT_TRUE(at::allclose(h[r], ref, 1e-5, 1e-5)) << "row " << r << " step " << step;
     }
   }
-  EXPECT_EQ(batched[2][0]->tokens(), 10);
-  // A row whose layer states disagree on their length is refused.
+  EXPECT_EQ(batched[2][0]->tokens(), 7 + 1 + 1 + 2);
+  EXPECT_EQ(batched[1][0]->tokens(), 4 + 1 + 5 + 1);
+  // A row whose layer states disagree on their length is refused, and so are an empty
+  // row and a count mismatch.
   auto bad = m.new_states(1);
   std::vector<model::Transformer::LayerStates*> mixed = {&bad};
   m.extend_hidden(at::zeros({1, 2}, at::kLong), single[0]);
-  EXPECT_THROW(m.decode_rows(at::zeros({2}, at::kLong), mixed), Error);
+  bad[1] = std::move(single[0][1]);
+  EXPECT_THROW(m.extend_rows({at::zeros({1}, at::kLong)}, mixed), Error);
+  auto fresh = m.new_states(1);
+  std::vector<model::Transformer::LayerStates*> one = {&fresh};
+  EXPECT_THROW(m.extend_rows({at::zeros({0}, at::kLong)}, one), Error);
+  EXPECT_THROW(m.extend_rows({at::zeros({1}, at::kLong), at::zeros({1}, at::kLong)}, one), Error);
+}
+
+TEST(ExtendRows, EqualsOneSequenceAtATimeOnTheRowPath) { expect_extend_rows_equals_alone(true); }
+
+TEST(ExtendRows, EqualsOneSequenceAtATimeOnTheTensorLayer) {
+  expect_extend_rows_equals_alone(false);
 }
 
 TEST(Engine, ConcurrentRequestsMatchGenerateAlone) {
@@ -113,7 +135,9 @@ TEST(Engine, ConcurrentRequestsMatchGenerateAlone) {
   EXPECT_EQ(s.requests_finished, 5);
   EXPECT_EQ(s.active, 0);
   EXPECT_EQ(s.completion_tokens, 5 * n_new);
-  EXPECT_GT(s.decode_rows, s.decode_steps);  // some steps advanced several sequences
+  EXPECT_GT(s.decode_rows, s.steps);  // some steps advanced several sequences
+  // Every prompt token was read by a step, once.
+  EXPECT_EQ(s.step_prompt_tokens, 3 + 1 + 9 + 2 + 5);
 }
 
 TEST(Engine, StopTokenAndRefusedJobs) {
@@ -227,4 +251,73 @@ TEST(Engine, SlotsAreNumberedAndReportTheirSequences) {
   EXPECT_EQ(s.slots[1].slot, 1);
   b->cancel();
   c->cancel();
+}
+
+// While a sequence decodes, a new prompt is read prefill_chunk tokens per step (so the
+// running sequence's tokens keep coming); with none decoding it is read in one step.
+TEST(Engine, PromptsAreReadInChunksWhileOthersDecode) {
+  model::ModelWeights w = test::tiny_weights(5);
+  w.config.max_position_embeddings = 8192;
+  model::Transformer m(w);
+  auto tok = tiny_tokenizer();
+  serve::Engine engine(m, *tok, {.max_sequences = 2, .max_queued = 2, .prefill_chunk = 4});
+  auto run_alone = [&](std::vector<int32_t> prompt) {
+    serve::GenerationJob job{.prompt = std::move(prompt), .params = {}, .stop_tokens = {}};
+    job.params.max_tokens = 1;
+    const int64_t before = engine.stats().steps;
+    drain(*engine.submit(job));
+    return engine.stats().steps - before;
+  };
+  std::vector<int32_t> prompt(41);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(i % 30 + 1);
+  // Alone: one step reads the whole prompt (the count may include a step still in
+  // flight when it was read).
+  EXPECT_LE(run_alone(prompt), 2);
+  serve::GenerationJob long_job{.prompt = {1, 2}, .params = {}, .stop_tokens = {}};
+  long_job.params.max_tokens = 8000;  // decodes for seconds
+  auto a = engine.submit(long_job);
+  ASSERT_TRUE(a->next(std::chrono::seconds(20)));  // its first token: it decodes now
+  // Beside it: 41 tokens at 4 per step take 11 steps (one may be in flight at each read).
+  EXPECT_GE(run_alone(prompt), 9);
+  a->cancel();
+}
+
+// Shared prefixes: a saved system prompt is continued by several unnamed requests at
+// once; each reads only its own part, and each answer equals the unshared one (greedy,
+// exactly).
+TEST(Engine, ASavedPrefixIsSharedByManyRequests) {
+  model::ModelWeights w = test::tiny_weights(5);
+  w.config.max_position_embeddings = 256;
+  model::Transformer m(w);
+  auto tok = tiny_tokenizer();
+  serve::Engine engine(m, *tok, {.max_sequences = 4, .max_queued = 8, .prefill_chunk = 8});
+  const std::vector<int32_t> system = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4};
+  serve::GenerationJob job{.prompt = system, .params = {}, .stop_tokens = {}};
+  job.params.max_tokens = 1;  // the sampled token is not fed: the saved tokens are `system`
+  job.params.temperature = 0;
+  drain(*engine.submit(job));
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::shared_ptr<serve::RequestStream>> streams;
+  for (int32_t u = 0; u < 6; ++u) {
+    prompts.push_back(system);
+    prompts.back().insert(prompts.back().end(), {10 + u, 20 - u, u + 1});
+    job.prompt = prompts.back();
+    job.params.max_tokens = 8;
+    streams.push_back(engine.submit(job));  // 6 requests, 4 slots: all continue `system`
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto events = drain(*streams[i]);
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.back().cached_tokens, static_cast<int64_t>(system.size())) << i;
+    std::string text;
+    for (const auto& e : events) text += e.text;
+    generate::GenerateOptions o;
+    o.max_new_tokens = 8;
+    EXPECT_EQ(text, tok->decode(generate::generate(m, prompts[i], o).tokens)) << "request " << i;
+  }
+  const auto s = engine.stats();
+  EXPECT_EQ(s.conversations.hits, 6);
+  EXPECT_EQ(s.conversations.reused_tokens, 6 * static_cast<int64_t>(system.size()));
+  // The system prompt was read once; every request read only its 3 own tokens.
+  EXPECT_EQ(s.step_prompt_tokens, static_cast<int64_t>(system.size()) + 6 * 3);
 }

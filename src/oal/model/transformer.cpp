@@ -216,33 +216,45 @@ at::Tensor Transformer::finish_layer(const TransformerLayer& L, const at::Tensor
   return out + L.down_proj.forward(at::silu(L.gate_proj.forward(h)) * L.up_proj.forward(h));
 }
 
-at::Tensor Transformer::layer_rows(int64_t i, const at::Tensor& x,
-                                   const std::vector<int64_t>& positions,
+at::Tensor Transformer::layer_rows(int64_t i, const at::Tensor& x, const RowSpans& spans,
                                    const std::vector<LayerStates*>& rows) const {
   const TransformerLayer& L = layers_[i];
   const ModelConfig& c = config_;
-  const int64_t N = x.size(0), D = c.head_dim;
-  // Row r attends through its own states: q/k/v [N, H, 1, D] → y [N, Hq, 1, D].
+  const int64_t M = x.size(0), D = c.head_dim;
+  // Row r's tokens attend through its own states: q/k/v [M, H, 1, D] → y [M, Hq, 1, D].
+  // A row's span [T, H, 1, D] is its states' [1, H, T, D] transposed (for one token, the
+  // same memory: a decode row takes no copy and no view beyond its narrow; the views
+  // cost microseconds each, on every layer of every step).
   auto attend = [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+    const bool one_row = rows.size() == 1;
+    auto span = [&](const at::Tensor& t, int64_t s0, int64_t T) {
+      if (T == 1) return one_row ? t : t.narrow(0, s0, 1);
+      return t.narrow(0, s0, T).squeeze(2).transpose(0, 1).unsqueeze(0).contiguous();
+    };
     std::vector<at::Tensor> ys;
-    ys.reserve(N);
-    for (int64_t r = 0; r < N; ++r) {
+    ys.reserve(rows.size());
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const int64_t s0 = spans.starts[r], T = spans.starts[r + 1] - s0;
       attn::DecodeState& state = *(*rows[r])[i];
-      check(state.tokens() == positions[r], k_op,
-            "decode_rows: row {} layer {} state holds {} tokens, layer 0 holds {}", r, i,
-            state.tokens(), positions[r]);
-      ys.push_back(state.extend(q.narrow(0, r, 1).contiguous(), k.narrow(0, r, 1).contiguous(),
-                                v.narrow(0, r, 1).contiguous()));
+      check(state.tokens() == spans.positions[s0], k_op,
+            "extend_rows: row {} layer {} state holds {} tokens, layer 0 holds {}", r, i,
+            state.tokens(), spans.positions[s0]);
+      at::Tensor y = state.extend(span(q, s0, T), span(k, s0, T), span(v, s0, T));
+      ys.push_back(T == 1 ? y : y.squeeze(0).transpose(0, 1).unsqueeze(2));
     }
-    return at::cat(ys, 0);
+    return one_row ? ys[0] : at::cat(ys, 0);
   };
-  if (rowwise(L, x))
-    return decode_layer(L, c, rope_, x.reshape({N, c.hidden_size}), positions, attend)
-        .view({N, 1, c.hidden_size});
+  // The row path is for decode steps (one token per row, where ATen's per-op cost
+  // would dominate); a step that also reads prompt pieces takes the tensor layer, whose
+  // batched operations are faster for many rows.
+  const bool decode_only = M == static_cast<int64_t>(rows.size());
+  if (decode_only && rowwise(L, x))
+    return decode_layer(L, c, rope_, x.reshape({M, c.hidden_size}), spans.positions, attend)
+        .view({M, 1, c.hidden_size});
   at::Tensor h = rms_norm(x, L.attn_norm, c.rms_norm_eps);
-  auto heads = [&](const at::Tensor& t, int64_t n) { return t.view({N, 1, n, D}).transpose(1, 2); };
-  at::Tensor q = rope_.apply_rows(heads(L.q_proj.forward(h), c.num_heads), positions);
-  at::Tensor k = rope_.apply_rows(heads(L.k_proj.forward(h), c.num_kv_heads), positions);
+  auto heads = [&](const at::Tensor& t, int64_t n) { return t.view({M, 1, n, D}).transpose(1, 2); };
+  at::Tensor q = rope_.apply_rows(heads(L.q_proj.forward(h), c.num_heads), spans.positions);
+  at::Tensor k = rope_.apply_rows(heads(L.k_proj.forward(h), c.num_kv_heads), spans.positions);
   at::Tensor v = heads(L.v_proj.forward(h), c.num_kv_heads);
   return finish_layer(L, x, attend(q, k, v));
 }
@@ -302,23 +314,32 @@ at::Tensor Transformer::extend_once(const at::Tensor& tokens,
   return rms_norm(x, final_norm_, config_.rms_norm_eps);
 }
 
-at::Tensor Transformer::decode_rows(const at::Tensor& tokens,
+at::Tensor Transformer::extend_rows(const std::vector<at::Tensor>& tokens,
                                     const std::vector<LayerStates*>& rows) const {
-  check_dim(tokens, 1, k_op, "decode_rows: tokens");
-  const int64_t N = tokens.size(0);
-  check(N > 0 && N == static_cast<int64_t>(rows.size()), k_op,
-        "decode_rows: expected one state set per token, got {} tokens and {} state sets", N,
-        rows.size());
-  std::vector<int64_t> positions(N);
-  for (int64_t r = 0; r < N; ++r) {
+  const int64_t R = static_cast<int64_t>(rows.size());
+  check(R > 0 && R == static_cast<int64_t>(tokens.size()), k_op,
+        "extend_rows: expected one state set per token row, got {} token rows and {} state sets",
+        tokens.size(), R);
+  RowSpans spans;
+  spans.starts.push_back(0);
+  for (int64_t r = 0; r < R; ++r) {
     check(rows[r] != nullptr && static_cast<int64_t>(rows[r]->size()) == num_layers(), k_op,
-          "decode_rows: row {}: expected {} layer states", r, num_layers());
-    positions[r] = rows[r]->front()->tokens();
+          "extend_rows: row {}: expected {} layer states", r, num_layers());
+    check_dim(tokens[r], 1, k_op, "extend_rows: tokens");
+    const int64_t T = tokens[r].size(0), p0 = rows[r]->front()->tokens();
+    check(T > 0, k_op, "extend_rows: row {}: expected at least one token", r);
+    for (int64_t t = 0; t < T; ++t) spans.positions.push_back(p0 + t);
+    spans.starts.push_back(spans.starts.back() + T);
   }
-  // embed() checks the furthest row against max_position_embeddings.
-  at::Tensor x = embed(tokens.view({N, 1}), *std::max_element(positions.begin(), positions.end()));
-  for (int64_t i = 0; i < num_layers(); ++i) x = layer_rows(i, x, positions, rows);
-  return rms_norm(x, final_norm_, config_.rms_norm_eps).view({N, config_.hidden_size});
+  const int64_t M = spans.starts.back();
+  // embed() checks the furthest position against max_position_embeddings.
+  at::Tensor x = embed(at::cat(tokens).view({M, 1}),
+                       *std::max_element(spans.positions.begin(), spans.positions.end()));
+  for (int64_t i = 0; i < num_layers(); ++i) x = layer_rows(i, x, spans, rows);
+  std::vector<int64_t> last(static_cast<size_t>(R));
+  for (int64_t r = 0; r < R; ++r) last[r] = spans.starts[r + 1] - 1;
+  at::Tensor h = R == M ? x : x.index_select(0, at::tensor(last, at::kLong));
+  return rms_norm(h, final_norm_, config_.rms_norm_eps).view({R, config_.hidden_size});
 }
 
 }  // namespace oal::model

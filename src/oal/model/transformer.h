@@ -126,13 +126,16 @@ class Transformer {
   // ubatches of options().ubatch tokens when T is longer).
   at::Tensor extend_hidden(const at::Tensor& tokens,
                            std::vector<std::unique_ptr<attn::DecodeState>>& states) const;
-  // One decode step of N independent sequences at their own lengths (a server's
-  // continuous batch): tokens [N] int64; rows[r] holds sequence r's layer states (from
-  // new_states(1)) → final-normed hidden states [N, hidden]; each row's states absorb its
-  // token. Projections and MLP run as one GEMM over the N rows (weights read once per
-  // step); each row attends through its own states. Equal to N extend_hidden calls.
+  // One step of R independent sequences at their own lengths (a server's continuous
+  // batch): row r reads tokens[r] ([T_r] int64, T_r >= 1; one token for a decoding
+  // sequence, a piece of the prompt for one still reading it) into rows[r], its layer
+  // states (from new_states(1)) → final-normed hidden states of each row's last token
+  // [R, hidden]. Projections and MLP run as one GEMM over all ΣT_r tokens (the weights
+  // are read once per step); each row attends through its own states. Equal to R
+  // extend_hidden calls (fp32 summation order aside).
   using LayerStates = std::vector<std::unique_ptr<attn::DecodeState>>;
-  at::Tensor decode_rows(const at::Tensor& tokens, const std::vector<LayerStates*>& rows) const;
+  at::Tensor extend_rows(const std::vector<at::Tensor>& tokens,
+                         const std::vector<LayerStates*>& rows) const;
 
  private:
   // extend_hidden on one ubatch: every layer on all of `tokens`.
@@ -141,8 +144,14 @@ class Transformer {
   // One decoder layer on x [B, T, hidden]; `state` null → whole-sequence attention.
   at::Tensor layer_forward(int64_t i, const at::Tensor& x, int64_t offset,
                            attn::DecodeState* state, ForwardObserver* observer) const;
-  // decode_rows' layer i: x [N, 1, hidden], row r at position positions[r].
-  at::Tensor layer_rows(int64_t i, const at::Tensor& x, const std::vector<int64_t>& positions,
+  // Where extend_rows' rows lie in its ΣT_r tokens: row r is tokens
+  // [starts[r], starts[r + 1]); positions[m] is token m's position in its sequence.
+  struct RowSpans {
+    std::vector<int64_t> starts;     // R + 1 offsets, starts[0] = 0
+    std::vector<int64_t> positions;  // ΣT_r
+  };
+  // extend_rows' layer i: x [ΣT_r, 1, hidden].
+  at::Tensor layer_rows(int64_t i, const at::Tensor& x, const RowSpans& spans,
                         const std::vector<LayerStates*>& rows) const;
   // The layer's residual after attention: x + y Woᵀ, then the MLP block; x [B, T, hidden],
   // y [B, Hq, T, D] (attention output per head).

@@ -63,7 +63,8 @@ struct Engine::Sequence {
   Sequence(GenerationJob j, generate::SamplerOptions so, int64_t context)
       : job(std::move(j)), picker(so, job.stop_tokens, job.params.max_tokens, context),
         text(job.params.stop) {}
-  bool prefilling() const { return prefilled < static_cast<int64_t>(job.prompt.size()); }
+  int64_t prompt_size() const { return static_cast<int64_t>(job.prompt.size()); }
+  bool prefilling() const { return prefilled < prompt_size(); }
 };
 
 Engine::Engine(const model::Transformer& model, const text::Tokenizer& tokenizer,
@@ -155,8 +156,7 @@ void Engine::loop() {
     admit();
     for (auto& s : active_)
       if (!s->finished && s->out->cancelled()) finish(*s, "cancelled");
-    prefill_one();
-    decode_all();
+    step();
     remove_finished();
   }
 }
@@ -194,55 +194,79 @@ void Engine::start(Sequence& s) {
   }
 }
 
-void Engine::prefill_one() {
-  auto it = std::find_if(active_.begin(), active_.end(),
-                         [](const auto& s) { return !s->finished && s->prefilling(); });
-  if (it == active_.end()) return;
-  Sequence& s = **it;
-  const auto t0 = Clock::now();
-  try {
-    const int64_t n = std::min<int64_t>(options_.prefill_chunk,
-                                        static_cast<int64_t>(s.job.prompt.size()) - s.prefilled);
-    at::Tensor tokens = token_tensor(s.job.prompt.data() + s.prefilled, n).view({1, n});
-    at::Tensor h = model_.extend_hidden(tokens, s.states);
-    s.fed.insert(s.fed.end(), s.job.prompt.begin() + s.prefilled,
-                 s.job.prompt.begin() + s.prefilled + n);
-    s.prefilled += n;
-    if (!s.prefilling()) {
-      s.prev = s.job.prompt.back();
-      take_token(s, model_.logits(h.select(1, n - 1)).select(0, 0));
-    }
-  } catch (const std::exception& e) {
-    finish(s, "error", e.what());
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  stats_.prefill_seconds += seconds_since(t0);
-}
+// Prompt tokens one step reads when no sequence is decoding (nobody waits for the step):
+// llama.cpp's default ubatch, large enough that the weights are read once per 512 tokens.
+constexpr int64_t k_idle_prefill = 512;
 
-void Engine::decode_all() {
-  std::vector<Sequence*> rows;
-  for (auto& s : active_)
-    if (!s->finished && !s->prefilling() && s->next_token >= 0) rows.push_back(s.get());
-  if (rows.empty()) return;
-  const auto t0 = Clock::now();
-  std::vector<int32_t> ids;
+void Engine::step() {
+  // Every decoding sequence reads its next token; sequences still reading their prompts
+  // share a budget of prefill_chunk prompt tokens (k_idle_prefill when none is decoding),
+  // first come first served.
+  const bool any_decoding = std::any_of(active_.begin(), active_.end(), [](const auto& s) {
+    return !s->finished && !s->prefilling() && s->next_token >= 0;
+  });
+  std::vector<Sequence*> seqs;
+  std::vector<at::Tensor> tokens;
   std::vector<model::Transformer::LayerStates*> states;
-  for (Sequence* s : rows) ids.push_back(s->next_token), states.push_back(&s->states);
+  int64_t budget = any_decoding ? options_.prefill_chunk
+                                : std::max(options_.prefill_chunk, k_idle_prefill);
+  int64_t prompt_tokens = 0, decoding = 0;
+  for (auto& sp : active_) {
+    Sequence& s = *sp;
+    if (s.finished) continue;
+    if (!s.prefilling()) {
+      if (s.next_token < 0) continue;
+      tokens.push_back(token_tensor(&s.next_token, 1));
+      decoding += 1;
+    } else {
+      const int64_t n = std::min<int64_t>(budget, s.prompt_size() - s.prefilled);
+      if (n == 0) continue;
+      tokens.push_back(token_tensor(s.job.prompt.data() + s.prefilled, n));
+      budget -= n;
+      prompt_tokens += n;
+    }
+    seqs.push_back(&s);
+    states.push_back(&s.states);
+  }
+  if (seqs.empty()) return;
+  const auto t0 = Clock::now();
+  double sample_seconds = 0;
   try {
-    at::Tensor logits = model_.logits(
-        model_.decode_rows(token_tensor(ids.data(), static_cast<int64_t>(ids.size())), states));
-    for (size_t r = 0; r < rows.size(); ++r) {
-      rows[r]->fed.push_back(ids[r]);
-      take_token(*rows[r], logits[r]);
+    at::Tensor h = model_.extend_rows(tokens, states);
+    // Logits only for the rows that produce a token now.
+    std::vector<int64_t> emit;
+    for (size_t r = 0; r < seqs.size(); ++r) {
+      Sequence& s = *seqs[r];
+      const int64_t n = tokens[r].size(0);
+      if (s.prefilling()) {
+        s.fed.insert(s.fed.end(), s.job.prompt.begin() + s.prefilled,
+                     s.job.prompt.begin() + s.prefilled + n);
+        s.prefilled += n;
+        if (s.prefilling()) continue;
+        s.prev = s.job.prompt.back();
+      } else {
+        s.fed.push_back(s.next_token);
+      }
+      emit.push_back(static_cast<int64_t>(r));
+    }
+    if (!emit.empty()) {
+      at::Tensor logits = model_.logits(
+          static_cast<size_t>(emit.size()) == seqs.size() ? h
+                                                          : h.index_select(0, at::tensor(emit)));
+      const auto t1 = Clock::now();
+      for (size_t e = 0; e < emit.size(); ++e) take_token(*seqs[static_cast<size_t>(emit[e])], logits[static_cast<int64_t>(e)]);
+      sample_seconds = seconds_since(t1);
     }
   } catch (const std::exception& e) {
-    for (Sequence* s : rows)
+    for (Sequence* s : seqs)
       if (!s->finished) finish(*s, "error", e.what());
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  stats_.decode_seconds += seconds_since(t0);
-  stats_.decode_steps += 1;
-  stats_.decode_rows += static_cast<int64_t>(rows.size());
+  stats_.steps += 1;
+  stats_.step_seconds += seconds_since(t0);
+  stats_.sample_seconds += sample_seconds;
+  stats_.decode_rows += decoding;
+  stats_.step_prompt_tokens += prompt_tokens;
 }
 
 void Engine::take_token(Sequence& s, const at::Tensor& logits) {

@@ -4,11 +4,12 @@
 //
 // Each scheduler iteration (continuous batching):
 //   1. admits queued requests while fewer than max_sequences are active;
-//   2. prefills at most prefill_chunk prompt tokens of one sequence still reading its
-//      prompt (so a long prompt delays the others by one chunk per step, never by its
-//      whole length);
-//   3. advances every sequence that has finished its prompt by one token in one batched
-//      step (Transformer::decode_rows: the weights are read once for all of them).
+//   2. runs one batched step (Transformer::extend_rows, the weights read once): every
+//      sequence past its prompt reads its next token, and sequences still reading their
+//      prompts read up to prefill_chunk prompt tokens between them, first come first
+//      served — so a new prompt costs the running sequences one chunk's worth of time
+//      per step, never its whole length at once (when no sequence is decoding, nobody
+//      waits, and a step reads up to 512 prompt tokens).
 // Each sequence keeps its own layer states (a KV cache for softmax layers, the
 // constant-size state for OAL layers). A sequence that ends normally leaves them in the
 // conversation store (conversation_store.h) under its conversation id; a request that
@@ -36,7 +37,7 @@ namespace oal::serve {
 struct EngineOptions {
   int64_t max_sequences = 16;  // decoded at once; > 0
   int64_t max_queued = 64;     // waiting for a slot beyond these → 503; >= 0
-  int64_t prefill_chunk = 256; // prompt tokens per scheduler iteration; > 0
+  int64_t prefill_chunk = 16;  // prompt tokens per step while others decode (all together); > 0
   StoreOptions store{};        // saved conversations: memory budget, state directory
   Log log{};                   // receives notices (state files refused, saves failed)
 };
@@ -94,8 +95,11 @@ struct EngineStats {
   int64_t state_bytes = 0;  // all active sequences' layer states
   int64_t requests_finished = 0, requests_cancelled = 0, requests_failed = 0;
   int64_t prompt_tokens = 0, completion_tokens = 0;  // prompt tokens read (not reused), generated
-  int64_t decode_steps = 0, decode_rows = 0;  // batched steps and the sequences they advanced
-  double prefill_seconds = 0, decode_seconds = 0;
+  int64_t steps = 0;               // batched steps (extend_rows calls)
+  int64_t decode_rows = 0;         // sequences past their prompt those steps advanced
+  int64_t step_prompt_tokens = 0;  // prompt tokens those steps read
+  double step_seconds = 0;         // in batched steps: model, logits, picking, streaming
+  double sample_seconds = 0;       // of which picking tokens, detokenizing and queueing text
   StoreStats conversations;  // saved conversations (memory, disk, reuse)
 };
 
@@ -122,8 +126,8 @@ class Engine {
   void admit();
   // The lowest slot number no active sequence holds.
   int64_t free_slot() const;
-  void prefill_one();
-  void decode_all();
+  // One batched step over the active sequences (the class comment's point 2).
+  void step();
   // Samples the next token of `s` from logits [V] and sends what it produces.
   void take_token(Sequence& s, const at::Tensor& logits);
   void finish(Sequence& s, const std::string& reason, const std::string& error = {});

@@ -120,12 +120,19 @@ std::string Server::metrics_text() const {
          s.requests_failed);
   metric("oal_prompt_tokens_total", "counter", "Prompt tokens read.", s.prompt_tokens);
   metric("oal_completion_tokens_total", "counter", "Tokens generated.", s.completion_tokens);
-  metric("oal_decode_steps_total", "counter", "Batched decode steps.", s.decode_steps);
-  metric("oal_decode_rows_total", "counter", "Sequence-steps those decode steps advanced.",
+  metric("oal_steps_total", "counter",
+         "Batched steps (each advances every running sequence and reads a chunk of prompts).",
+         s.steps);
+  metric("oal_decode_rows_total", "counter", "Sequence-steps those steps advanced past a prompt.",
          s.decode_rows);
-  metric("oal_prefill_seconds_total", "counter", "Seconds spent reading prompts.",
-         s.prefill_seconds);
-  metric("oal_decode_seconds_total", "counter", "Seconds spent in decode steps.", s.decode_seconds);
+  metric("oal_step_prompt_tokens_total", "counter", "Prompt tokens those steps read.",
+         s.step_prompt_tokens);
+  metric("oal_step_seconds_total", "counter",
+         "Seconds spent in batched steps (model, logits, picking and streaming tokens).",
+         s.step_seconds);
+  metric("oal_sample_seconds_total", "counter",
+         "Of those, seconds spent picking tokens, detokenizing and queueing their text.",
+         s.sample_seconds);
   const StoreStats& c = s.conversations;
   metric("oal_conversations_in_memory", "gauge", "Saved conversations held in memory.",
          c.in_memory);
@@ -145,8 +152,9 @@ std::string Server::metrics_text() const {
   metric("oal_state_write_failures_total", "counter",
          "Conversations that could not be written to the state directory.", c.write_failures);
   out += slot_metrics(s.slots);
-  metric("oal_decode_tokens_per_second", "gauge", "Tokens per second over all decode steps so far.",
-         s.decode_seconds > 0 ? s.decode_rows / s.decode_seconds : 0.0);
+  metric("oal_decode_tokens_per_second", "gauge",
+         "Sequence-steps past a prompt per second of step time so far.",
+         s.step_seconds > 0 ? s.decode_rows / s.step_seconds : 0.0);
   return out;
 }
 
