@@ -1,5 +1,6 @@
 // Generation: the stories260K greedy reference, KV-cache decoding against full
 // recomputation, the sampler, and bad input.
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -142,6 +143,28 @@ TEST(Sampler, GreedyIsArgmaxLowestIdOnTies) {
   Sampler s({});
   EXPECT_EQ(s.sample(at::tensor({0.1, 2.0, -1.0, 2.0})), 1);
   EXPECT_EQ(s.sample(at::tensor({3.0f})), 0);
+}
+
+// The fp32 greedy pass against the reference (argmax of distribution()'s one-hot), over
+// random rows with planted ties and extremes; it must pick the same id exactly (no
+// tolerance: both compare the same fp32 values).
+TEST(Sampler, GreedyFastPathEqualsTheReference) {
+  Sampler s({});
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  for (int64_t trial = 0; trial < 200; ++trial) {
+    const int64_t V = 1 + trial * 37 % 500;
+    at::Tensor l = at::randn({V}, gen) * (trial % 3 == 0 ? 1e4 : 3.0);
+    if (trial % 4 == 1 && V > 3) l[V - 1] = l[1] = l.max() + 1;  // a tie: id 1 must win
+    if (trial % 5 == 2) l.fill_(-3.0e38f);                       // all equal and huge
+    const int64_t want = s.distribution(l).argmax().item<int64_t>();
+    EXPECT_EQ(s.sample(l), want) << "trial " << trial;
+    EXPECT_EQ(s.sample(l.to(at::kDouble)), want) << "trial " << trial;  // the reference path
+  }
+  // Non-contiguous rows take the reference path and agree.
+  at::Tensor wide = at::randn({8, 2}, gen);
+  EXPECT_EQ(s.sample(wide.select(1, 0)), s.distribution(wide.select(1, 0)).argmax().item<int64_t>());
+  EXPECT_THROW(s.sample(at::tensor({1.0f, NAN})), oal::Error);
+  EXPECT_THROW(s.sample(at::tensor({INFINITY, 1.0f})), oal::Error);
 }
 
 TEST(Sampler, TemperatureAndTopPDistribution) {

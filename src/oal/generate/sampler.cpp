@@ -53,7 +53,25 @@ at::Tensor Sampler::distribution(const at::Tensor& logits) const {
   return at::zeros_like(p).index_copy_(0, order, kept);
 }
 
+int64_t Sampler::greedy_f32(const at::Tensor& logits) const {
+  const float* d = logits.data_ptr<float>();
+  const int64_t n = logits.numel();
+  int64_t best = 0;
+  bool finite = true;
+  for (int64_t i = 0; i < n; ++i) {
+    finite = finite && std::isfinite(d[i]);
+    if (d[i] > d[best]) best = i;  // strictly greater: the lowest id wins a tie
+  }
+  if (!finite) check_finite(logits, k_op, "logits");  // throws, naming the problem
+  return best;
+}
+
 int64_t Sampler::sample(const at::Tensor& logits) {
+  // Greedy on fp32 CPU logits (every serving and generate step): one pass over the row,
+  // not the ~6 tensor operations of distribution(), which stays the reference for it.
+  if (options_.temperature == 0 && logits.dim() == 1 && logits.numel() > 0 &&
+      logits.scalar_type() == at::kFloat && logits.device().is_cpu() && logits.is_contiguous())
+    return greedy_f32(logits);
   at::Tensor p = distribution(logits).contiguous();
   if (options_.temperature == 0) return p.argmax().item<int64_t>();
   const double* d = p.data_ptr<double>();

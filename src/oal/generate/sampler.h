@@ -29,6 +29,8 @@ class Sampler {
 
  private:
   double uniform();  // [0, 1)
+  // sample() at temperature 0 for fp32 contiguous CPU logits [V], V >= 1.
+  int64_t greedy_f32(const at::Tensor& logits) const;
   SamplerOptions options_;
   uint64_t state_;
 };
