@@ -136,12 +136,23 @@ TEST(ConversationStore, TakesTheLongestStrictPrefix) {
   ASSERT_TRUE(c);
   EXPECT_EQ(c->id, "long");
   EXPECT_EQ(c->states.front()->tokens(), 4);
+  // Found by its prefix, "long" was copied, not moved (shared prefixes): it is still
+  // there for the next request, untouched by what the first copy reads.
+  EXPECT_EQ(store.stats().in_memory, 2);
+  const at::Tensor first = continue_with(*m, c->states, {9, 5});
+  auto again = store.take("", ids({1, 2, 3, 4, 9}));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->states.front()->tokens(), 4);
+  EXPECT_TRUE(at::equal(continue_with(*m, again->states, {9, 5}), first));
   EXPECT_FALSE(store.take("", ids({7, 7, 7})));  // no prefix
-  // A named conversation whose history changed is discarded (it restarts).
+  // A named conversation moves into its request; one whose history changed is
+  // discarded (it restarts).
   EXPECT_FALSE(store.take("short", ids({1, 5, 6})));
   EXPECT_FALSE(store.take("", ids({1, 2, 3})));
+  auto named = store.take("long", ids({1, 2, 3, 4, 8}));
+  ASSERT_TRUE(named);
   EXPECT_EQ(store.stats().in_memory, 0);
-  EXPECT_EQ(store.stats().hits, 2);
+  EXPECT_EQ(store.stats().hits, 4);
 }
 
 TEST(ConversationStore, EvictsToDiskAndRestoresAfterARestart) {

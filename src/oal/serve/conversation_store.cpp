@@ -102,9 +102,17 @@ std::optional<Conversation> ConversationStore::take(const std::string& id,
       if (file.tokens.size() > best && continues(file.tokens, prompt))
         best = file.tokens.size(), disk_id = name, mem = memory_.end();
   }
+  // A conversation named by the request moves into it (its next turn replaces it); one
+  // found by its prefix is copied, so that it stays for every other conversation that
+  // starts the same way (a shared system prompt is read once, not once per request).
+  const bool shared = id.empty();
   std::optional<Conversation> out;
-  if (mem != memory_.end()) out = take_from_memory(mem);
-  else if (!disk_id.empty()) out = take_from_disk(disk_id);
+  if (mem == memory_.end() && !disk_id.empty() && shared) {
+    // Back into memory (the budget may send it to disk again), then copied like the rest.
+    if (auto c = take_from_disk(disk_id)) memory_.push_front(std::move(*c)), mem = memory_.begin();
+  }
+  if (mem != memory_.end()) out = shared ? copy_from_memory(mem) : take_from_memory(mem);
+  else if (!disk_id.empty() && !shared) out = take_from_disk(disk_id);
   if (out) stats_.hits += 1, stats_.reused_tokens += static_cast<int64_t>(out->tokens.size());
   update_counts();
   return out;
@@ -114,6 +122,14 @@ std::optional<Conversation> ConversationStore::take_from_memory(
     std::list<Conversation>::iterator it) {
   Conversation c = std::move(*it);
   memory_.erase(it);
+  return c;
+}
+
+std::optional<Conversation> ConversationStore::copy_from_memory(
+    std::list<Conversation>::iterator it) {
+  memory_.splice(memory_.begin(), memory_, it);  // most recently used
+  Conversation c{.id = it->id, .tokens = it->tokens, .states = model_.new_states(1)};
+  for (size_t i = 0; i < c.states.size(); ++i) c.states[i]->restore(it->states[i]->snapshot());
   return c;
 }
 

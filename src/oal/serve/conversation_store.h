@@ -61,11 +61,13 @@ class ConversationStore {
   // whose header cannot be read is logged and skipped). `model` must outlive the store.
   ConversationStore(const model::Transformer& model, StoreOptions options, Log log = {});
 
-  // The conversation to continue `prompt` from, removed from the store: the one called
-  // `id` when id is non-empty, else the saved one with the longest token prefix of the
-  // prompt. Its tokens are always a strict prefix of `prompt` (the last prompt token must
-  // still be read to give the next token's logits). A named conversation that does not
-  // continue the prompt is discarded (it restarts). nullopt when nothing fits.
+  // The conversation to continue `prompt` from: the one called `id` when id is
+  // non-empty, removed from the store (the request's next turn replaces it); else a copy
+  // of the saved one with the longest token prefix of the prompt, which stays for other
+  // requests that start the same way (shared prefixes: a system prompt read once). Its
+  // tokens are always a strict prefix of `prompt` (the last prompt token must still be
+  // read to give the next token's logits). A named conversation that does not continue
+  // the prompt is discarded (it restarts). nullopt when nothing fits.
   std::optional<Conversation> take(const std::string& id, const std::vector<int32_t>& prompt);
   // Keeps a finished sequence's conversation (replacing one of the same id).
   void put(Conversation c);
@@ -83,6 +85,10 @@ class ConversationStore {
     std::filesystem::path path;
   };
   std::optional<Conversation> take_from_memory(std::list<Conversation>::iterator it);
+  // A copy of the conversation at `it` (its states restored from snapshots), which
+  // becomes the most recently used.
+  std::optional<Conversation> copy_from_memory(std::list<Conversation>::iterator it);
+  // Reads conversation `id` from its file, which is removed (it lives in memory again).
   std::optional<Conversation> take_from_disk(const std::string& id);
   void forget_file(const std::string& id);
   // Writes `c` to the state directory; false (logged) when that fails.
