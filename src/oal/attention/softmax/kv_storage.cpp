@@ -13,11 +13,14 @@ namespace {
 
 constexpr std::string_view k_op = "softmax_kv_cache";
 
-// New capacity for `need` tokens when `cap` are allocated (doubling, at least 16),
-// held as a Kᵀ row stride the flash kernel reads well (simd::kt_stride: never a multiple
-// of 4 KiB, which would put a key block's D rows into the same L1 sets).
+// New capacity for `need` tokens when `cap` are allocated (doubling, at least 16, and
+// half again what a prompt needs: otherwise a 128-token prompt fills its cache exactly
+// and the very next decode step copies it, one slow step in every conversation, the
+// per-token p99 of a server), held as a Kᵀ row stride the flash kernel reads well
+// (simd::kt_stride: never a multiple of 4 KiB, which would put a key block's D rows into
+// the same L1 sets).
 int64_t grown(int64_t cap, int64_t need) {
-  return simd::kt_stride(std::max({need, 2 * cap, int64_t{16}}));
+  return simd::kt_stride(std::max({need + need / 2, 2 * cap, int64_t{16}}));
 }
 
 // A copy of buf with its token axis `axis` holding `cap` tokens, the first `len` kept.
