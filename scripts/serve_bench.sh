@@ -15,6 +15,13 @@
 #                answer checked, RSS before / peak / after
 #   peer         llama-server, the throughput and long16 scenarios (16 slots of 4096,
 #                continuous batching, flash attention, f16 KV cache)
+#   shared       softmax: SHARED_N conversations (default 48) that start with one 2048-token
+#                system prompt (32 tokens of their own, 16 generated, 16 clients): oal with
+#                its saved prefix shared, oal with nothing kept (--max-state-memory 0: every
+#                request reads its whole prompt), and llama-server (its per-slot prompt
+#                cache; --metrics for the prompt tokens it read); oal with --prefill-chunk 256:
+#                2K-token prompts read 16 tokens per step beside 15 decoding rows take minutes
+# (The short-context table is scripts/serve_compare.py's; serve.md gives its command.)
 #
 # Needs the converted models of `STEPS=convert scripts/smollm2_paper.sh` (or any
 # conv-oal-all / conv-oal-hybrid under CONV) and the peer of scripts/build-llama-cpp.sh.
@@ -38,6 +45,27 @@ variant() {  # the model file or directory of a variant
 }
 throughput=(--scenario throughput --concurrency 1,4,16 --rounds 2 --prompt-tokens 128 --max-tokens 64)
 
+shared=(--scenario shared-prefix --conversations "${SHARED_N:-48}" --prefix-tokens 2048
+        --prompt-tokens 32 --max-tokens 16 --workers 16)
+start_peer() {  # start_peer LOG ARGS...: llama-server on a free port; sets port and pid
+  bash scripts/build-llama-cpp.sh
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  # 16 slots of 4096 tokens each (llama-server divides -c among its slots).
+  .cache/peer/bin/llama-server -m "$M" --host 127.0.0.1 --port "$port" --api-key load-key \
+    -c 65536 -np 16 -t "$(nproc)" -tb "$(nproc)" -fa --no-webui "${@:2}" > "$OUT/$1" 2>&1 &
+  pid=$!
+  trap 'kill $pid 2>/dev/null || true' EXIT
+  python3 - "$port" <<'PY'
+import sys, time, urllib.request
+for _ in range(600):
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/health", timeout=5)
+        break
+    except OSError:
+        time.sleep(0.5)
+PY
+}
+
 for step in $STEPS; do
   case $step in
     throughput)
@@ -58,25 +86,18 @@ for step in $STEPS; do
       load --oal "$OAL" --model "$CONV/conv-oal-all" --scenario mixed --requests 1000 --workers 8 \
         --max-tokens 16 --prompt-tokens 64 -- --max-sequences 8 --max-state-memory 0 > "$OUT/mixed.json" ;;
     peer)
-      bash scripts/build-llama-cpp.sh
-      port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-      # 16 slots of 4096 tokens each (llama-server divides -c among its slots).
-      .cache/peer/bin/llama-server -m "$M" --host 127.0.0.1 --port "$port" --api-key load-key \
-        -c 65536 -np 16 -t "$(nproc)" -tb "$(nproc)" -fa --no-webui > "$OUT/llama-server.log" 2>&1 &
-      pid=$!
-      trap 'kill $pid 2>/dev/null || true' EXIT
-      python3 - "$port" <<'PY'
-import sys, time, urllib.request
-for _ in range(600):
-    try:
-        urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/health", timeout=5)
-        break
-    except OSError:
-        time.sleep(0.5)
-PY
+      start_peer llama-server.log
       load --url "http://127.0.0.1:$port" --pid "$pid" "${throughput[@]}" > "$OUT/llama-server.json"
       load --url "http://127.0.0.1:$port" --pid "$pid" --scenario throughput --concurrency 16 --rounds 1 \
         --prompt-tokens 2048 --max-tokens 64 > "$OUT/long16-llama-server.json"
+      kill "$pid"; wait "$pid" 2>/dev/null || true ;;
+    shared)
+      load --oal "$OAL" --model "$M" "${shared[@]}" -- --max-sequences 16 --prefill-chunk 256 --max-state-memory 4GiB \
+        > "$OUT/shared-oal.json"
+      load --oal "$OAL" --model "$M" "${shared[@]}" -- --max-sequences 16 --prefill-chunk 256 --max-state-memory 0 \
+        > "$OUT/shared-oal-unshared.json"
+      start_peer llama-server-shared.log --metrics
+      load --url "http://127.0.0.1:$port" --pid "$pid" "${shared[@]}" > "$OUT/shared-llama-server.json"
       kill "$pid"; wait "$pid" 2>/dev/null || true
       trap - EXIT ;;
     *) echo "serve_bench: unknown step '$step'" >&2; exit 2 ;;

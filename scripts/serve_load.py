@@ -20,6 +20,15 @@ Scenarios (--scenario, several may be given; results as one JSON object on stdou
               a finish_reason; invalid: its 4xx status and an OpenAI-shaped error), the
               server must stay up, and its RSS is read cold, after a warm-up of one
               request per client (the start), at the peak and after.
+  shared-prefix  one system prompt of --prefix-tokens token ids, then --conversations
+              conversations that start with it (each followed by --prompt-tokens ids of its
+              own, then --max-tokens generated), from --workers clients at once: the
+              system prompt is first sent alone (max_tokens 1) so that a server can keep
+              it; wall time, request latency p50/p99, the prompt tokens the server
+              read (its /metrics: oal_step_prompt_tokens_total, or llama-server's
+              llamacpp:prompt_tokens_total with --metrics) and peak RSS. Every answer is
+              greedy; their texts are returned (sha256 of the joined texts) so that a run
+              with sharing can be checked against one without.
   memory      for each N in --contexts: one conversation of N - 1 prompt tokens and one
               generated token (N positions), then the saved conversation's state bytes
               from /metrics (oal serve only).
@@ -392,6 +401,69 @@ def memory(srv, a):
     return rows
 
 
+def prompt_tokens_read(srv):
+    m = srv.metrics()
+    for name in ("oal_step_prompt_tokens_total", "llamacpp:prompt_tokens_total"):
+        if name in m:
+            return m[name]
+    return None
+
+
+def shared_prefix(srv, a):
+    rng = random.Random(5)
+    system = token_prompt(rng, a.prefix_tokens, *a.token_range)
+    own = [token_prompt(rng, a.prompt_tokens, *a.token_range) for _ in range(a.conversations)]
+    body = {"model": "m", "max_tokens": 1, "temperature": 0, "prompt": system}
+    status, _ = srv.request("POST", "/v1/completions", json.dumps(body), timeout=600)
+    if status != 200:
+        return {"error": f"the system prompt got status {status}"}
+    read_before = prompt_tokens_read(srv)
+    peak = [rss_bytes(srv.pid) or 0]
+    texts, ttft, errors = [None] * a.conversations, [], []
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def watch_rss():
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_bytes(srv.pid) or 0)
+            done.wait(0.2)
+
+    def client(w):
+        for i in range(w, a.conversations, a.workers):
+            body = {"model": "m", "prompt": system + own[i], "max_tokens": a.max_tokens,
+                    "temperature": 0, "ignore_eos": True}
+            t0 = time.perf_counter()
+            status, text = srv.request("POST", "/v1/completions", json.dumps(body), timeout=3600)
+            with lock:
+                if status != 200:
+                    errors.append(status)
+                    continue
+                ttft.append(time.perf_counter() - t0)
+                texts[i] = json.loads(text)["choices"][0]["text"]
+
+    watcher = threading.Thread(target=watch_rss, daemon=True)
+    watcher.start()
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(w,)) for w in range(a.workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    done.set()
+    read_after = prompt_tokens_read(srv)
+    joined = "\x00".join(t or "" for t in texts)
+    return {"conversations": a.conversations, "prefix_tokens": a.prefix_tokens,
+            "own_tokens": a.prompt_tokens, "max_tokens": a.max_tokens, "workers": a.workers,
+            "errors": len(errors), "wall_s": round(wall, 3),
+            "request_ms_p50": round(1e3 * percentile(ttft, 50), 1) if ttft else None,
+            "request_ms_p99": round(1e3 * percentile(ttft, 99), 1) if ttft else None,
+            "prompt_tokens_read": None if read_after is None or read_before is None
+            else read_after - read_before,
+            "peak_rss_bytes": peak[0],
+            "answers_sha256": __import__("hashlib").sha256(joined.encode()).hexdigest()}
+
+
 def ints(s):
     return [int(x) for x in s.split(",") if x]
 
@@ -409,7 +481,8 @@ def main():
     ap.add_argument("--url", help="an already running server (http://127.0.0.1:PORT)")
     ap.add_argument("--pid", type=int, help="its process id, for RSS")
     ap.add_argument("--api-key", default="load-key")
-    ap.add_argument("--scenario", action="append", choices=["throughput", "mixed", "memory"])
+    ap.add_argument("--scenario", action="append",
+                    choices=["throughput", "mixed", "memory", "shared-prefix"])
     ap.add_argument("--concurrency", type=ints, default=[1, 4, 16])
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--repeat-prompts", action="store_true",
@@ -423,6 +496,8 @@ def main():
     ap.add_argument("--max-body", type=int, default=1 << 20, help="the server's --max-body")
     ap.add_argument("--time-limit", type=float, default=1800, help="seconds for the mixed scenario")
     ap.add_argument("--contexts", type=ints, default=[1024, 8192])
+    ap.add_argument("--prefix-tokens", type=int, default=2048, help="shared-prefix: the system prompt")
+    ap.add_argument("--conversations", type=int, default=1000, help="shared-prefix: conversations")
     ap.add_argument("--json", action="store_true", help="(output is always JSON on stdout)")
     a = ap.parse_args(argv)
     a.serve_args = serve_args
@@ -435,7 +510,8 @@ def main():
            "rss_at_start": rss_bytes(srv.pid)}
     try:
         for s in a.scenario or ["throughput"]:
-            out[s] = {"throughput": throughput, "mixed": mixed, "memory": memory}[s](srv, a)
+            out[s] = {"throughput": throughput, "mixed": mixed, "memory": memory,
+                      "shared-prefix": shared_prefix}[s](srv, a)
         out["server_alive_at_end"] = srv.alive()
     finally:
         srv.stop()
