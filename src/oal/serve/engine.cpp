@@ -198,75 +198,86 @@ void Engine::start(Sequence& s) {
 // llama.cpp's default ubatch, large enough that the weights are read once per 512 tokens.
 constexpr int64_t k_idle_prefill = 512;
 
-void Engine::step() {
+// One step's rows: the sequences it advances and the tokens each reads.
+struct Engine::Batch {
+  std::vector<Sequence*> seqs;
+  std::vector<at::Tensor> tokens;  // [T_r] int64 per sequence
+  std::vector<model::Transformer::LayerStates*> states;
+  int64_t prompt_tokens = 0, decoding = 0;
+};
+
+Engine::Batch Engine::next_batch() const {
   // Every decoding sequence reads its next token; sequences still reading their prompts
   // share a budget of prefill_chunk prompt tokens (k_idle_prefill when none is decoding),
   // first come first served.
-  const bool any_decoding = std::any_of(active_.begin(), active_.end(), [](const auto& s) {
-    return !s->finished && !s->prefilling() && s->next_token >= 0;
-  });
-  std::vector<Sequence*> seqs;
-  std::vector<at::Tensor> tokens;
-  std::vector<model::Transformer::LayerStates*> states;
+  auto decoding = [](const Sequence& s) {
+    return !s.finished && !s.prefilling() && s.next_token >= 0;
+  };
+  const bool any_decoding =
+      std::any_of(active_.begin(), active_.end(), [&](const auto& s) { return decoding(*s); });
   int64_t budget = any_decoding ? options_.prefill_chunk
                                 : std::max(options_.prefill_chunk, k_idle_prefill);
-  int64_t prompt_tokens = 0, decoding = 0;
-  for (auto& sp : active_) {
+  Batch b;
+  for (const auto& sp : active_) {
     Sequence& s = *sp;
-    if (s.finished) continue;
-    if (!s.prefilling()) {
-      if (s.next_token < 0) continue;
-      tokens.push_back(token_tensor(&s.next_token, 1));
-      decoding += 1;
-    } else {
-      const int64_t n = std::min<int64_t>(budget, s.prompt_size() - s.prefilled);
-      if (n == 0) continue;
-      tokens.push_back(token_tensor(s.job.prompt.data() + s.prefilled, n));
+    if (decoding(s)) {
+      b.tokens.push_back(token_tensor(&s.next_token, 1));
+      b.decoding += 1;
+    } else if (!s.finished && s.prefilling() && budget > 0) {
+      const int64_t n = std::min(budget, s.prompt_size() - s.prefilled);
+      b.tokens.push_back(token_tensor(s.job.prompt.data() + s.prefilled, n));
       budget -= n;
-      prompt_tokens += n;
+      b.prompt_tokens += n;
+    } else {
+      continue;
     }
-    seqs.push_back(&s);
-    states.push_back(&s.states);
+    b.seqs.push_back(&s);
+    b.states.push_back(&s.states);
   }
-  if (seqs.empty()) return;
+  return b;
+}
+
+bool Engine::absorb(Sequence& s, int64_t n) {
+  if (!s.prefilling()) {
+    s.fed.push_back(s.next_token);
+    return true;
+  }
+  s.fed.insert(s.fed.end(), s.job.prompt.begin() + s.prefilled,
+               s.job.prompt.begin() + s.prefilled + n);
+  s.prefilled += n;
+  if (s.prefilling()) return false;
+  s.prev = s.job.prompt.back();
+  return true;
+}
+
+void Engine::step() {
+  Batch b = next_batch();
+  if (b.seqs.empty()) return;
   const auto t0 = Clock::now();
   double sample_seconds = 0;
   try {
-    at::Tensor h = model_.extend_rows(tokens, states);
-    // Logits only for the rows that produce a token now.
-    std::vector<int64_t> emit;
-    for (size_t r = 0; r < seqs.size(); ++r) {
-      Sequence& s = *seqs[r];
-      const int64_t n = tokens[r].size(0);
-      if (s.prefilling()) {
-        s.fed.insert(s.fed.end(), s.job.prompt.begin() + s.prefilled,
-                     s.job.prompt.begin() + s.prefilled + n);
-        s.prefilled += n;
-        if (s.prefilling()) continue;
-        s.prev = s.job.prompt.back();
-      } else {
-        s.fed.push_back(s.next_token);
-      }
-      emit.push_back(static_cast<int64_t>(r));
-    }
+    at::Tensor h = model_.extend_rows(b.tokens, b.states);
+    std::vector<int64_t> emit;  // the rows that produce a token now: logits for them only
+    for (size_t r = 0; r < b.seqs.size(); ++r)
+      if (absorb(*b.seqs[r], b.tokens[r].size(0))) emit.push_back(static_cast<int64_t>(r));
     if (!emit.empty()) {
-      at::Tensor logits = model_.logits(
-          static_cast<size_t>(emit.size()) == seqs.size() ? h
-                                                          : h.index_select(0, at::tensor(emit)));
+      const bool all = emit.size() == b.seqs.size();
+      at::Tensor logits = model_.logits(all ? h : h.index_select(0, at::tensor(emit)));
       const auto t1 = Clock::now();
-      for (size_t e = 0; e < emit.size(); ++e) take_token(*seqs[static_cast<size_t>(emit[e])], logits[static_cast<int64_t>(e)]);
+      for (size_t e = 0; e < emit.size(); ++e)
+        take_token(*b.seqs[static_cast<size_t>(emit[e])], logits[static_cast<int64_t>(e)]);
       sample_seconds = seconds_since(t1);
     }
   } catch (const std::exception& e) {
-    for (Sequence* s : seqs)
+    for (Sequence* s : b.seqs)
       if (!s->finished) finish(*s, "error", e.what());
   }
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.steps += 1;
   stats_.step_seconds += seconds_since(t0);
   stats_.sample_seconds += sample_seconds;
-  stats_.decode_rows += decoding;
-  stats_.step_prompt_tokens += prompt_tokens;
+  stats_.decode_rows += b.decoding;
+  stats_.step_prompt_tokens += b.prompt_tokens;
 }
 
 void Engine::take_token(Sequence& s, const at::Tensor& logits) {

@@ -126,8 +126,13 @@ class Engine {
   void admit();
   // The lowest slot number no active sequence holds.
   int64_t free_slot() const;
+  struct Batch;
   // One batched step over the active sequences (the class comment's point 2).
   void step();
+  // What the next step reads: each decoding sequence's token, and prompt pieces.
+  Batch next_batch() const;
+  // Notes that `s` read n tokens in a step; true when it produces a token now.
+  bool absorb(Sequence& s, int64_t n);
   // Samples the next token of `s` from logits [V] and sends what it produces.
   void take_token(Sequence& s, const at::Tensor& logits);
   void finish(Sequence& s, const std::string& reason, const std::string& error = {});
