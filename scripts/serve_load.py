@@ -164,6 +164,17 @@ class Server:
         return out
 
 
+def run_clients(client, n):
+    """Runs client(i) for i in 0..n-1 on n threads at once; returns the wall time."""
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0
+
+
 def token_prompt(rng, n, lo, hi):
     return [rng.randrange(lo, hi) for _ in range(n)]
 
@@ -205,13 +216,7 @@ def throughput(srv, a):
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
-        t0 = time.perf_counter()
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(conc)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.perf_counter() - t0
+        wall = run_clients(client, conc)
         stop_sampling.set()
         sampler.join()
         rows.append({"concurrency": conc, "requests": conc * a.rounds, "errors": len(errors),
@@ -443,13 +448,7 @@ def shared_prefix(srv, a):
 
     watcher = threading.Thread(target=watch_rss, daemon=True)
     watcher.start()
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=client, args=(w,)) for w in range(a.workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
+    wall = run_clients(client, a.workers)
     done.set()
     read_after = prompt_tokens_read(srv)
     joined = "\x00".join(t or "" for t in texts)

@@ -45,6 +45,13 @@ std::unique_ptr<text::Tokenizer> tiny_tokenizer() {
   return text::load_tokenizer(dir / "tokenizer.json");
 }
 
+// The tiny synthetic model (random weights, labelled so) with `context` positions.
+model::Transformer tiny_model(int64_t context) {
+  model::ModelWeights w = test::tiny_weights(5);
+  w.config.max_position_embeddings = context;
+  return model::Transformer(w);
+}
+
 }  // namespace
 
 // extend_rows against each sequence alone through extend_hidden: decode rows (one token)
@@ -103,9 +110,7 @@ TEST(ExtendRows, EqualsOneSequenceAtATimeOnTheTensorLayer) {
 }
 
 TEST(Engine, ConcurrentRequestsMatchGenerateAlone) {
-  model::ModelWeights w = test::tiny_weights(5);
-  w.config.max_position_embeddings = 128;
-  model::Transformer m(w);
+  model::Transformer m = tiny_model(128);
   auto tok = tiny_tokenizer();
   serve::Engine engine(m, *tok, {.max_sequences = 3, .max_queued = 8, .prefill_chunk = 4});
   std::vector<std::vector<int32_t>> prompts = {{1, 2, 3}, {5}, {7, 8, 9, 10, 11, 12, 13, 14, 15}, {2, 2}, {30, 1, 4, 1, 5}};
@@ -141,9 +146,7 @@ TEST(Engine, ConcurrentRequestsMatchGenerateAlone) {
 }
 
 TEST(Engine, StopTokenAndRefusedJobs) {
-  model::ModelWeights w = test::tiny_weights(5);
-  w.config.max_position_embeddings = 40;
-  model::Transformer m(w);
+  model::Transformer m = tiny_model(40);
   auto tok = tiny_tokenizer();
   serve::Engine engine(m, *tok, {.max_sequences = 1, .max_queued = 1, .prefill_chunk = 8});
   // The greedy continuation's first new token after the start that did not occur before
@@ -177,9 +180,7 @@ TEST(Engine, StopTokenAndRefusedJobs) {
 }
 
 TEST(Engine, BusyAnswers503AndCancelFreesTheSlot) {
-  model::ModelWeights w = test::tiny_weights(5);
-  w.config.max_position_embeddings = 8192;
-  model::Transformer m(w);
+  model::Transformer m = tiny_model(8192);
   auto tok = tiny_tokenizer();
   serve::Engine engine(m, *tok, {.max_sequences = 1, .max_queued = 1, .prefill_chunk = 8});
   // Long generations (8000 tokens, seconds each), so that the first still runs and the
@@ -207,9 +208,7 @@ TEST(Engine, BusyAnswers503AndCancelFreesTheSlot) {
 }
 
 TEST(Engine, SlotsAreNumberedAndReportTheirSequences) {
-  model::ModelWeights w = test::tiny_weights(5);
-  w.config.max_position_embeddings = 8192;
-  model::Transformer m(w);
+  model::Transformer m = tiny_model(8192);
   auto tok = tiny_tokenizer();
   serve::Engine engine(m, *tok, {.max_sequences = 3, .max_queued = 4, .prefill_chunk = 8});
   serve::GenerationJob job{.prompt = {1, 2, 3}, .params = {}, .stop_tokens = {}};
@@ -256,9 +255,7 @@ TEST(Engine, SlotsAreNumberedAndReportTheirSequences) {
 // While a sequence decodes, a new prompt is read prefill_chunk tokens per step (so the
 // running sequence's tokens keep coming); with none decoding it is read in one step.
 TEST(Engine, PromptsAreReadInChunksWhileOthersDecode) {
-  model::ModelWeights w = test::tiny_weights(5);
-  w.config.max_position_embeddings = 8192;
-  model::Transformer m(w);
+  model::Transformer m = tiny_model(8192);
   auto tok = tiny_tokenizer();
   serve::Engine engine(m, *tok, {.max_sequences = 2, .max_queued = 2, .prefill_chunk = 4});
   auto run_alone = [&](std::vector<int32_t> prompt) {
@@ -286,9 +283,7 @@ TEST(Engine, PromptsAreReadInChunksWhileOthersDecode) {
 // once; each reads only its own part, and each answer equals the unshared one (greedy,
 // exactly).
 TEST(Engine, ASavedPrefixIsSharedByManyRequests) {
-  model::ModelWeights w = test::tiny_weights(5);
-  w.config.max_position_embeddings = 256;
-  model::Transformer m(w);
+  model::Transformer m = tiny_model(256);
   auto tok = tiny_tokenizer();
   serve::Engine engine(m, *tok, {.max_sequences = 4, .max_queued = 8, .prefill_chunk = 8});
   const std::vector<int32_t> system = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4};
