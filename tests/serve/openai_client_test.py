@@ -25,6 +25,7 @@ import json
 import os
 import pathlib
 import socket
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -128,6 +129,7 @@ def main():
         finally:
             stop_server(proc, tmp)
         conversation_checks(tmp)
+        moving_checks(tmp)
         smollm2_checks(tmp)
     print("OK")
 
@@ -218,6 +220,42 @@ def conversation_checks(tmp):
         stop_server(proc, tmp, "conv.log")
     assert "refused" in (pathlib.Path(tmp) / "conv.log").read_text()
     assert (states / "story-3.state.corrupt").exists()
+
+
+def moving_checks(tmp):
+    """Conversations that move between servers: two servers over one --state-dir (with
+    --max-state-memory 0 each writes a conversation when its request ends); one begun on
+    server a continues on server b, which started before the file existed, with the
+    greedy text a single server gives; back on a, whose index is stale, it continues from
+    b's newer file; a state file copied into a third server's own directory continues
+    there with the same text."""
+    turn1 = "Once upon a time, there was a little girl"
+    fleet, copied = pathlib.Path(tmp) / "fleet", pathlib.Path(tmp) / "copied"
+    flags = ["--state-dir", str(fleet), "--max-state-memory", "0"]
+    a, port_a = start_server(tmp, flags, "fleet-a.log")
+    b = c = None
+    try:
+        b, port_b = start_server(tmp, flags, "fleet-b.log")  # indexes an empty directory
+        reply, _, _ = completion(port_a, turn1, "moving-1")
+        assert (fleet / "moving-1.state").exists(), sorted(p.name for p in fleet.iterdir())
+        turn2 = turn1 + reply + " One day"
+        got2, cached2, _ = completion(port_b, turn2, "moving-1")
+        assert cached2 > len(turn1.split()), f"server b reused {cached2} tokens"
+        completion(port_a, turn1, "moving-ref")
+        ref2, ref_cached2, _ = completion(port_a, turn2, "moving-ref")
+        assert (got2, cached2) == (ref2, ref_cached2), (got2, cached2, ref2, ref_cached2)
+        turn3 = turn2 + got2 + " Then"
+        copied.mkdir()
+        shutil.copy(fleet / "moving-1.state", copied / "moving-1.state")
+        got3, cached3, _ = completion(port_a, turn3, "moving-1")
+        assert cached3 > cached2, f"server a reused {cached3} tokens of b's {cached2}"
+        c, port_c = start_server(tmp, ["--state-dir", str(copied)], "copied.log")
+        got3c, cached3c, _ = completion(port_c, turn3, "moving-1")
+        assert (got3c, cached3c) == (got3, cached3), (got3c, cached3c, got3, cached3)
+    finally:
+        for proc, log in ((a, "fleet-a.log"), (b, "fleet-b.log"), (c, "copied.log")):
+            if proc:
+                stop_server(proc, tmp, log)
 
 
 def run_checks(port):

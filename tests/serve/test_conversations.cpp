@@ -302,3 +302,33 @@ TEST(Engine, ResumesASavedConversationAfterARestart) {
   EXPECT_EQ(d2.cached_tokens, 0);
   EXPECT_EQ(t2, uninterrupted);
 }
+
+// Two stores over one directory (two servers): a named conversation written by one after
+// the other indexed the directory is still found; one the other took first (its file
+// gone) or continued differently (its file changed) restarts without counting a fault,
+// and the changed file stays for the prompts it does start.
+TEST(ConversationStore, TwoStoresOverOneDirectory) {
+  auto m = mixed_model();
+  const auto dir = test::make_temp_dir("store_fleet");
+  const serve::StoreOptions o{.max_state_memory = 0, .state_dir = dir,
+                              .identity = serve::state_identity(*m)};
+  serve::ConversationStore a(*m, o), b(*m, o);
+  a.put(read(*m, "x", ids({1, 2, 3})));
+  a.put(read(*m, "y", ids({4, 5, 6})));
+  a.enforce_budget(0);  // budget 0: both written now
+  auto x = b.take("x", ids({1, 2, 3, 7}));  // b indexed an empty directory
+  ASSERT_TRUE(x);
+  EXPECT_EQ(x->states.front()->tokens(), 3);
+  EXPECT_FALSE(a.take("x", ids({1, 2, 3, 7})));  // b took it: the file is gone
+  // b writes "y" again after continuing it with other tokens: a's index says 4 5 6.
+  auto y = b.take("y", ids({4, 5, 6, 8}));
+  ASSERT_TRUE(y);
+  b.put(read(*m, "y", ids({4, 5, 9, 9})));
+  b.enforce_budget(0);
+  EXPECT_FALSE(a.take("y", ids({4, 5, 6, 8, 1})));  // the file no longer starts the prompt
+  auto y2 = a.take("y", ids({4, 5, 9, 9, 2}));       // b's version, still on disk
+  ASSERT_TRUE(y2);
+  EXPECT_EQ(y2->states.front()->tokens(), 4);
+  EXPECT_EQ(a.stats().restore_failures, 0);
+  EXPECT_EQ(b.stats().restore_failures, 0);
+}

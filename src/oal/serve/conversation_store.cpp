@@ -50,21 +50,25 @@ ConversationStore::ConversationStore(const model::Transformer& model, StoreOptio
   fs::create_directories(options_.state_dir, ec);
   check(!ec && fs::is_directory(options_.state_dir), k_op,
         "cannot create the state directory {}: {}", options_.state_dir.string(), ec.message());
-  for (const auto& entry : fs::directory_iterator(options_.state_dir)) {
-    if (!entry.is_regular_file() || entry.path().extension() != k_ext) continue;
-    try {
-      StateFileHeader h = read_state_header(entry.path());
-      if (h.identity != options_.identity || entry.path().stem() != h.id) {
-        log_(fmt::format("state file {} was written for another model or is misnamed; skipped",
-                         entry.path().string()));
-        continue;
-      }
-      disk_[h.id] = OnDisk{std::move(h.tokens), entry.path()};
-    } catch (const std::exception& e) {
-      log_(fmt::format("state file skipped: {}", e.what()));
-    }
-  }
+  for (const auto& entry : fs::directory_iterator(options_.state_dir))
+    if (entry.is_regular_file() && entry.path().extension() == k_ext) index_file(entry.path());
   update_counts();
+}
+
+bool ConversationStore::index_file(const fs::path& path) {
+  try {
+    StateFileHeader h = read_state_header(path);
+    if (h.identity != options_.identity || path.stem() != h.id) {
+      log_(fmt::format("state file {} was written for another model or is misnamed; skipped",
+                       path.string()));
+      return false;
+    }
+    disk_[h.id] = OnDisk{std::move(h.tokens), path};
+    return true;
+  } catch (const std::exception& e) {
+    log_(fmt::format("state file skipped: {}", e.what()));
+    return false;
+  }
 }
 
 std::string ConversationStore::new_id() {
@@ -83,6 +87,12 @@ std::optional<Conversation> ConversationStore::take(const std::string& id,
   std::string disk_id;
   if (!id.empty()) {
     mem = std::find_if(memory_.begin(), memory_.end(), [&](const auto& c) { return c.id == id; });
+    // Another server over the same directory (or a copied file) may have written it
+    // since this one indexed the directory.
+    if (mem == memory_.end() && !disk_.count(id) && !options_.state_dir.empty()) {
+      const fs::path path = options_.state_dir / (id + k_ext);
+      if (fs::is_regular_file(path)) index_file(path);
+    }
     if (mem == memory_.end() && disk_.count(id)) disk_id = id;
     const std::vector<int32_t>* tokens =
         mem != memory_.end() ? &mem->tokens : !disk_id.empty() ? &disk_[id].tokens : nullptr;
@@ -109,10 +119,12 @@ std::optional<Conversation> ConversationStore::take(const std::string& id,
   std::optional<Conversation> out;
   if (mem == memory_.end() && !disk_id.empty() && shared) {
     // Back into memory (the budget may send it to disk again), then copied like the rest.
-    if (auto c = take_from_disk(disk_id)) memory_.push_front(std::move(*c)), mem = memory_.begin();
+    if (auto c = take_from_disk(disk_id, prompt))
+      memory_.push_front(std::move(*c)), mem = memory_.begin();
   }
   if (mem != memory_.end()) out = shared ? copy_from_memory(mem) : take_from_memory(mem);
-  else if (!disk_id.empty() && !shared) out = take_from_disk(disk_id);
+  else if (!disk_id.empty() && !shared) out = take_from_disk(disk_id, prompt);
+
   if (out) stats_.hits += 1, stats_.reused_tokens += static_cast<int64_t>(out->tokens.size());
   update_counts();
   return out;
@@ -133,13 +145,32 @@ std::optional<Conversation> ConversationStore::copy_from_memory(
   return c;
 }
 
-std::optional<Conversation> ConversationStore::take_from_disk(const std::string& id) {
+std::optional<Conversation> ConversationStore::take_from_disk(const std::string& id,
+                                                              const std::vector<int32_t>& prompt) {
   const fs::path path = disk_.at(id).path;
+  if (!fs::exists(path)) {
+    // Another server over the same directory continued it first: not a fault.
+    disk_.erase(id);
+    log_(fmt::format("conversation '{}': its state file is gone (another server took it); it "
+                     "restarts from its prompt",
+                     id));
+    return std::nullopt;
+  }
   try {
     SavedConversation saved = read_state_file(path, options_.identity);
     check(saved.id == id && saved.layers.size() == static_cast<size_t>(model_.num_layers()), k_op,
           "{} holds conversation '{}' with {} layers; expected '{}' with {}", path.string(),
           saved.id, saved.layers.size(), id, model_.num_layers());
+    if (!continues(saved.tokens, prompt)) {
+      // The file changed since it was indexed (another server continued the conversation
+      // differently): its states do not fit this prompt, which is read from the start.
+      // The file stays, indexed by what it holds now.
+      log_(fmt::format("conversation '{}': its saved tokens no longer start this prompt; it "
+                       "restarts from its prompt",
+                       id));
+      disk_[id].tokens = std::move(saved.tokens);
+      return std::nullopt;
+    }
     Conversation c{.id = id, .tokens = std::move(saved.tokens), .states = model_.new_states(1)};
     for (size_t i = 0; i < c.states.size(); ++i) c.states[i]->restore(saved.layers[i]);
     forget_file(id);  // the conversation lives in memory again

@@ -7,8 +7,9 @@
 // States stay in memory under a budget (idle conversations plus the active sequences);
 // beyond it the least recently used conversation goes to the state directory (one
 // checksummed file each, state_file.h) or, without a directory, is dropped. The directory
-// is indexed at start, so conversations survive a restart; flush() at shutdown writes the
-// rest. A file that cannot be read back is refused (logged, renamed *.corrupt) and that
+// is indexed at start, so conversations survive a restart, and a named conversation not
+// in the index is looked up in it again (another server over the same directory may have
+// written it); flush() at shutdown writes the rest. A file that cannot be read back is refused (logged, renamed *.corrupt) and that
 // conversation starts again from its prompt.
 //
 // Used by the engine's scheduler thread only: not thread-safe.
@@ -88,8 +89,13 @@ class ConversationStore {
   // A copy of the conversation at `it` (its states restored from snapshots), which
   // becomes the most recently used.
   std::optional<Conversation> copy_from_memory(std::list<Conversation>::iterator it);
-  // Reads conversation `id` from its file, which is removed (it lives in memory again).
-  std::optional<Conversation> take_from_disk(const std::string& id);
+  // Adds the state file at `path` to the index when it is this model's (logged and
+  // false otherwise).
+  bool index_file(const std::filesystem::path& path);
+  // Reads conversation `id` from its file, which is removed (it lives in memory again);
+  // nullopt (logged) when the file is gone, refused, or no longer starts `prompt`.
+  std::optional<Conversation> take_from_disk(const std::string& id,
+                                             const std::vector<int32_t>& prompt);
   void forget_file(const std::string& id);
   // Writes `c` to the state directory; false (logged) when that fails.
   bool save(const Conversation& c);

@@ -298,9 +298,14 @@ void Engine::finish(Sequence& s, const std::string& reason, const std::string& e
   s.finished = true;
   // What the states absorbed is consistent after a normal end: keep it for a follow-up.
   const bool normal = reason == "stop" || reason == "length";
-  if (normal)
+  if (normal) {
     store_.put(Conversation{
         .id = s.conversation_id, .tokens = std::move(s.fed), .states = std::move(s.states)});
+    // Within the budget before the client hears that it is done: a conversation the
+    // budget sends to the state directory is there when the client's next request, to
+    // this server or another one over the same directory, asks for it.
+    store_.enforce_budget(active_state_bytes());
+  }
   s.states.clear();
   {
     // Counted before the client hears that it is done, so that what it asks next
@@ -320,6 +325,13 @@ void Engine::finish(Sequence& s, const std::string& reason, const std::string& e
                .prompt_tokens = static_cast<int64_t>(s.job.prompt.size()),
                .completion_tokens = s.picker.picked(), .cached_tokens = s.cached,
                .conversation_id = normal ? s.conversation_id : ""});
+}
+
+int64_t Engine::active_state_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& s : active_)
+    for (const auto& st : s->states) bytes += st->state_bytes();
+  return bytes;
 }
 
 void Engine::remove_finished() {

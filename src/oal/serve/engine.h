@@ -137,6 +137,8 @@ class Engine {
   void take_token(Sequence& s, const at::Tensor& logits);
   void finish(Sequence& s, const std::string& reason, const std::string& error = {});
   void remove_finished();
+  // Bytes held by the active sequences' layer states now.
+  int64_t active_state_bytes() const;
   // Takes the states for a newly admitted sequence (saved conversation or fresh).
   void start(Sequence& s);
 
