@@ -124,7 +124,6 @@ std::optional<Conversation> ConversationStore::take(const std::string& id,
   }
   if (mem != memory_.end()) out = shared ? copy_from_memory(mem) : take_from_memory(mem);
   else if (!disk_id.empty() && !shared) out = take_from_disk(disk_id, prompt);
-
   if (out) stats_.hits += 1, stats_.reused_tokens += static_cast<int64_t>(out->tokens.size());
   update_counts();
   return out;
