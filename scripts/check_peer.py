@@ -7,12 +7,19 @@ This starts the build's llama-server on SmolLM2-135M-Instruct (Q4_1) and compare
 with tests/model/data/smollm2_llamacpp.json (llama-cpp-python 0.3.16, the same vendored
 llama.cpp, made by scripts/llamacpp_reference.py):
 
-  next token   for the reference's three logits prompts, the next-token log-probabilities
-               of its top-10 ids (n_probs, computed by the server from the full softmax)
-               against log_softmax of the reference's logits: max |difference| <= 0.05.
-               Why 0.05: builds with other SIMD flags sum the Q4_1 x Q8 dot products in
-               another order (differences ~1e-3); the AMX fault moves them by whole units.
-  greedy       the reference's two 32-token greedy continuations, token for token.
+  next token   for the reference's three logits prompts, the server's next-token
+               log-probabilities (n_probs 20, from the full softmax) of the reference's
+               top-10 ids against log_softmax of the reference's logits: all ten present,
+               mean |difference| <= 0.3, max <= 1.5, and the same argmax unless the
+               reference's top-2 margin is <= 0.5.
+  greedy       the reference's two 32-token greedy continuations fed one token at a time:
+               at every step the server's top token is the reference's, or the
+               reference's is within 0.5 of it.
+
+  The bounds are those tests/eval/test_smollm2_llamacpp.cpp holds oal's exact fp32 model
+  to against the same reference. Builds with other SIMD flags differ by rounding only
+  (measured on an Emerald Rapids Xeon: AVX-512 mean 0.0002, AVX2 0.08-0.12); the native
+  AMX build fails (mean 0.70 and 0.44, argmax and greedy wrong).
 
   scripts/check_peer.py --server .cache/peer/bin/llama-server [--model M] [--json]
 

@@ -50,9 +50,7 @@ shared=(--scenario shared-prefix --conversations "${SHARED_N:-48}" --prefix-toke
 start_peer() {  # start_peer LOG ARGS...: llama-server on a free port; sets port and pid
   bash scripts/build-llama-cpp.sh
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  # 16 slots of 4096 tokens each (llama-server divides -c among its slots).
-  .cache/peer/bin/llama-server -m "$M" --host 127.0.0.1 --port "$port" --api-key load-key \
-    -c 65536 -np 16 -t "$(nproc)" -tb "$(nproc)" -fa --no-webui "${@:2}" > "$OUT/$1" 2>&1 &
+  bash scripts/llama-server.sh .cache/peer/bin/llama-server "$M" "$port" "${@:2}" > "$OUT/$1" 2>&1 &
   pid=$!
   trap 'kill $pid 2>/dev/null || true' EXIT
   python3 - "$port" <<'PY'

@@ -14,9 +14,9 @@ off the CPU.
                            OPENBLAS_CORETYPE=Haswell) and the peer of
                            `PEER_SIMD=avx2 scripts/build-llama-cpp.sh` expected
   --oal NAME=BIN:MODEL[:ARGS]   an oal server (ARGS: extra `oal serve` flags, space separated)
-  --llama-server BIN       the peer (checked against the committed reference when built);
-                           16 slots of 4096 tokens, flash attention, f16 KV cache, continuous
-                           batching, the machine's threads (its defaults otherwise)
+  --llama-server BIN       the peer (checked against the committed reference when built),
+                           configured by scripts/llama-server.sh (16 slots of 4096 tokens,
+                           flash attention, f16 KV cache, the machine's threads)
   --concurrency, --rounds, --prompt-tokens, --max-tokens: as serve_load.py
   --bench BIN              also time the model alone in every repeat (`BIN bench --model`:
                            median decode step at the context the one-client run sits at
@@ -65,11 +65,9 @@ def run_oal(a, spec, env):
 
 def run_llama(a, env):
     port = free_port()
-    threads = str(os.cpu_count())
     log = open(Path(a.out) / "llama-server.log", "a")
-    proc = subprocess.Popen([a.llama_server, "-m", str(a.model), "--host", "127.0.0.1", "--port",
-                             str(port), "--api-key", "load-key", "-c", "65536", "-np", "16",
-                             "-t", threads, "-tb", threads, "-fa", "--no-webui"],
+    proc = subprocess.Popen(["bash", str(ROOT / "scripts/llama-server.sh"), a.llama_server,
+                             str(a.model), str(port)],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         for _ in range(600):

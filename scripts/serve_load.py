@@ -41,6 +41,7 @@ a fixed seed, so every server reads the same tokens.
       --concurrency 1,4,16 --json -- --max-sequences 16
 """
 import argparse
+import hashlib
 import http.client
 import json
 import os
@@ -460,7 +461,7 @@ def shared_prefix(srv, a):
             "prompt_tokens_read": None if read_after is None or read_before is None
             else read_after - read_before,
             "peak_rss_bytes": peak[0],
-            "answers_sha256": __import__("hashlib").sha256(joined.encode()).hexdigest()}
+            "answers_sha256": hashlib.sha256(joined.encode()).hexdigest()}
 
 
 def ints(s):
