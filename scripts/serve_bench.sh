@@ -47,21 +47,12 @@ throughput=(--scenario throughput --concurrency 1,4,16 --rounds 2 --prompt-token
 
 shared=(--scenario shared-prefix --conversations "${SHARED_N:-48}" --prefix-tokens 2048
         --prompt-tokens 32 --max-tokens 16 --workers 16)
-start_peer() {  # start_peer LOG ARGS...: llama-server on a free port; sets port and pid
+start_peer() {  # start_peer LOG ARGS...: llama-server started on a free port; sets port and pid
   bash scripts/build-llama-cpp.sh
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   bash scripts/llama-server.sh .cache/peer/bin/llama-server "$M" "$port" "${@:2}" > "$OUT/$1" 2>&1 &
   pid=$!
-  trap 'kill $pid 2>/dev/null || true' EXIT
-  python3 - "$port" <<'PY'
-import sys, time, urllib.request
-for _ in range(600):
-    try:
-        urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/health", timeout=5)
-        break
-    except OSError:
-        time.sleep(0.5)
-PY
+  trap 'kill $pid 2>/dev/null || true' EXIT  # serve_load.py --url waits for its /health
 }
 
 for step in $STEPS; do

@@ -33,7 +33,6 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,13 +68,7 @@ def run_llama(a, env):
     proc = subprocess.Popen(["bash", str(ROOT / "scripts/llama-server.sh"), a.llama_server,
                              str(a.model), str(port)],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5)
-                break
-            except OSError:
-                time.sleep(0.5)
+    try:  # serve_load.py --url waits for the server's /health
         cmd = [sys.executable, str(ROOT / "scripts/serve_load.py"), "--url",
                f"http://127.0.0.1:{port}", "--pid", str(proc.pid), *load_args(a)]
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)

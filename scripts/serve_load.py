@@ -34,7 +34,7 @@ Scenarios (--scenario, several may be given; results as one JSON object on stdou
               from /metrics (oal serve only).
 
 The server is started here (--oal BIN --model PATH, extra `oal serve` flags after --) or
-given (--url, with --pid for its RSS). Token-id prompts are drawn from --token-range with
+given (--url, with --pid for its RSS; its /health is awaited first, up to 300 s). Token-id prompts are drawn from --token-range with
 a fixed seed, so every server reads the same tokens.
 
   scripts/serve_load.py --oal build/release/oal --model M.gguf --scenario throughput \\
@@ -53,6 +53,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 
@@ -79,6 +80,7 @@ class Server:
         if a.url:
             host, _, port = a.url.replace("http://", "").rstrip("/").partition(":")
             self.host, self.port = host, int(port or 80)
+            self.wait_healthy(a.url.rstrip("/"))
             return
         self.tmp = tempfile.mkdtemp(prefix="serve_load_")
         port_file = Path(self.tmp) / "port"
@@ -94,6 +96,17 @@ class Server:
             time.sleep(0.2)
         time.sleep(0.1)
         self.port = int(port_file.read_text())
+
+    def wait_healthy(self, url, seconds=300):
+        """A server just started (llama-server loads its model first): wait for /health."""
+        end = time.time() + seconds
+        while time.time() < end:
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=5):
+                    return
+            except OSError:
+                time.sleep(0.5)
+        sys.exit(f"serve_load: {url}/health did not answer within {seconds} s")
 
     def alive(self):
         return self.proc is None or self.proc.poll() is None
