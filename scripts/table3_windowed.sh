@@ -8,7 +8,8 @@
 #                  one block order for every method: --seed 1)
 # Methods (METHODS, each NAME = method[-sSwW]):
 #   softmax        LoRA on the original model
-#   oal-s4w64      windowed OAL (calib-all-s4w64), L and c_h trained with LoRA
+#   oal-s4w64      windowed OAL (calib-all-s4w64), L and c_h trained with LoRA; any S and
+#                  W (oal-s4w256: calib-all-s4w256, fitted here when missing)
 #   global-s4w64   windowed learned global kernel
 #   window-s4w64   windowed-only (no kernel; LoRA only)
 #   oal, global    the plain methods (calib-all)
@@ -26,6 +27,8 @@
 #
 # Environment: OAL=build/release/oal OUT=runs/table3-windowed RECORDS=docs/records/table3-windowed
 #   METHODS="oal-s4w64 softmax" RANGE=3-26 STEPS=256|64 EVAL=ppl,passkey TRAIN_CTX=1024
+#   CALIB=DIR (a calibration run to start the kernels from instead of calib-all-sSwW, e.g.
+#   runs/smollm2/calib-oal-hybrid-s4w256-ctx4096 of windowed_smollm2.sh's long step)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OAL=${OAL:-build/release/oal}
@@ -70,10 +73,13 @@ for name in $METHODS; do
   window_args=() calib_dir=""
   case $name in
     softmax) ;;
-    *-s4w64)
-      window_args=(--sinks 4 --window 64)
-      [ "$method" = window ] || calib_dir=runs/smollm2/calib-all-s4w64
-      [ "$method" = window ] || STEPS=calib bash scripts/windowed_smollm2.sh ;;
+    *-s[0-9]*w[0-9]*)
+      sw=${name#*-s} sinks=${sw%%w*} window=${sw#*w}
+      window_args=(--sinks "$sinks" --window "$window")
+      if [ "$method" != window ]; then
+        calib_dir=${CALIB:-runs/smollm2/calib-all-s${sinks}w$window}
+        [ -n "${CALIB:-}" ] || SINKS=$sinks WINDOW=$window STEPS=calib bash scripts/windowed_smollm2.sh
+      fi ;;
     oal|global)
       calib_dir=runs/smollm2/calib-all
       STEPS=calib bash scripts/windowed_smollm2.sh   # the analysis and groups

@@ -8,7 +8,8 @@
 #   table2   frozen fidelity (Table 2 protocol, layers LAYERS, ctx 1024, the paper's fitting
 #            budget) of oal, global and the windowed-only method beside S = 4, W = 64
 #   sweep    the same for oal (and global, which it starts from) at W = 16 and W = 256
-#   calib    oal and global fitted on all 30 layers beside S = 4, W = 64 (a tenth of the
+#   calib    oal and global fitted on all 30 layers beside S = SINKS, W = WINDOW (4 and 64
+#            unless set; into calib-all-sSwW; a tenth of the
 #            paper's budget, as the plain Table 3 conversion), groups from the analysis of
 #            all layers (runs/smollm2/analysis, made here when missing)
 #   convert  paper range (3-26) and every layer: windowed oal and global, the
@@ -21,10 +22,11 @@
 #            4096-token blocks 4-5 (validation 6, disjoint from the evaluated blocks 0-3),
 #            layers 3-26, 50 updates, at W = 64 and 256; converted with the windowed-only
 #            rule at the same W; perplexity at ctx 1024 and 4096; Table 2 of the
-#            windowed-only rule at W = 256 (not in the default STEPS: ~45 min)
+#            windowed-only rule at W = 256 (not in the default STEPS: ~45 min; LONG_WINDOWS
+#            picks the windows, "64 256" unless set)
 #
 # Environment: OAL=build/release/oal OUT=runs/smollm2 LAYERS=5,15,25 UPDATES=1000
-#   VAL_EVERY=100 PATIENCE=400 STEPS=...
+#   VAL_EVERY=100 PATIENCE=400 STEPS=... SINKS=4 WINDOW=64 (the calib step's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OAL=${OAL:-build/release/oal}
@@ -34,6 +36,9 @@ UPDATES=${UPDATES:-1000}
 VAL_EVERY=${VAL_EVERY:-100}
 PATIENCE=${PATIENCE:-400}
 STEPS=${STEPS:-table2 calib convert ppl passkey sweep plain}
+SINKS=${SINKS:-4}
+WINDOW=${WINDOW:-64}
+LONG_WINDOWS=${LONG_WINDOWS:-64 256}
 M=${OAL_MODEL_CACHE:-.cache/models}/SmolLM2-135M-Instruct.Q4_1.gguf
 T=../shared/data/wikitext2-test.raw
 [ -f "$M" ] || bash scripts/fetch-models.sh
@@ -82,7 +87,7 @@ for step in $STEPS; do
           --after-tokens $((26 * 1024)) --out "$OUT/analysis" --quiet --json
       fi
       [ -f "$OUT/groups-all.json" ] || "$OAL" group --analysis "$OUT/analysis/analysis.json" --out "$OUT/groups-all.json" --quiet
-      calibrate calib-all-s4w64 4 64 ;;
+      calibrate "calib-all-s${SINKS}w$WINDOW" "$SINKS" "$WINDOW" ;;
     plain) calibrate calib-all 0 0 ;;
     convert)
       for m in oal global; do
@@ -106,7 +111,7 @@ for step in $STEPS; do
           --trials 1 --quiet --json
       done ;;
     long)
-      for W in 64 256; do
+      for W in $LONG_WINDOWS; do
         run="calib-oal-hybrid-s4w$W-ctx4096"
         [ -f "$OUT/$run/calibration.json" ] || timed "$run" "$OAL" calibrate --model "$M" --text "$T" \
           --groups "$OUT/groups-all.json" --methods oal --ctx 4096 --layers 3-26 --train-blocks 4-5 \
