@@ -234,7 +234,8 @@ def state_file_seeds(out):
 def windowed_state_seeds(out):
     """Windowed layers (fuzz/fuzz_windowed_state.cpp: S = 2, W = 3, d = 4, one KV head):
     a state past its window (sinks, a full ring and the HD state), one still filling its
-    ring, and one whose ring is one row short of its token count."""
+    ring, one whose ring is one row short of its token count, and past-window states of
+    the two feature-map layers."""
     def rows(name, n):
         return (name, "f32", [1, 1, n, 4], struct.pack(f"<{4 * n}f", *[0.1 * i for i in range(4 * n)]))
     hd = ("S", "f32", [1, 1, 15, 5], struct.pack("<75f", *[0.01 * i for i in range(75)]))
@@ -243,6 +244,19 @@ def windowed_state_seeds(out):
     write(out, "windowed_state", "past-window.state", state_file("fuzz-identity", "w", list(range(7)), [full]))
     write(out, "windowed_state", "filling.state", state_file("fuzz-identity", "w", [1, 2, 3], [filling]))
     write(out, "windowed_state", "short-ring.state", state_file("fuzz-identity", "w", list(range(4)), [filling]))
+    # Over TaylorShift (15 fp32 features of d = 4, one key-feature head) and Performer (8
+    # fp64 features, a key-feature head per query head, with its key shift).
+    def feats(name, dtype, shape):
+        n = 1
+        for x in shape:
+            n *= x
+        code = "d" if dtype == "f64" else "f"
+        return (name, dtype, shape, struct.pack(f"<{n}{code}", *[0.01 * (i + 1) for i in range(n)]))
+    for tag, dtype, hf, f in (("taylorshift", "f32", 1, 15), ("performer", "f64", 2, 8)):
+        state = full[:4] + [feats("ring_phi", dtype, [1, hf, 3, f]), feats("S", dtype, [1, hf, f, 4]),
+                            feats("z", dtype, [1, hf, f]), feats("log_shift", dtype, [1, hf])]
+        write(out, "windowed_state", f"{tag}-past-window.state",
+              state_file("fuzz-identity", "w", list(range(7)), [state]))
 
 
 def layer_scores_seeds(out):

@@ -36,7 +36,8 @@ at::Tensor scales(int64_t hq, uint64_t seed) { return randn({hq}, seed, 1.0); }
 at::Tensor reference(const WindowedAttention& m, const at::Tensor& q, const at::Tensor& k,
                      const at::Tensor& v) {
   at::Tensor kappa;
-  if (m.base()) kappa = hd_pair_weights(q.to(at::kDouble), k.to(at::kDouble), m.base()->kernels());
+  if (m.quadratic())
+    kappa = hd_pair_weights(q.to(at::kDouble), k.to(at::kDouble), m.quadratic()->kernels());
   return windowed_pairwise(q, k, v, kappa, m.log_scale(), m.window());
 }
 
@@ -275,7 +276,7 @@ TEST(WindowedDecodeState, SnapshotRoundTripAndRefusals) {
           std::erase_if(s.tensors, [](auto& t) { return t.first == "S"; });
         }));
       },
-      {"[windowed_decode]", "HD state"});
+      {"[windowed_decode]", "linear state"});
   oal::test::expect_error([&] { a->restore(snap); }, {"[windowed_decode]"});
 }
 

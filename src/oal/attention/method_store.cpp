@@ -25,7 +25,8 @@ nlohmann::json layer_json(const LayerMethods& lm, std::map<std::string, at::Tens
     if (auto* w = dynamic_cast<const WindowedAttention*>(m.get()); w && w->base())
       scales[fmt::format("{}.layers.{}.log_scale", name, lm.layer)] =
           w->log_scale().detach().to(at::kFloat).contiguous();
-    auto* fm = dynamic_cast<const FeatureMapMethod*>(m.get());
+    const auto* w = dynamic_cast<const WindowedAttention*>(m.get());
+    const FeatureMapMethod* fm = w ? w->feature_map() : dynamic_cast<const FeatureMapMethod*>(m.get());
     if (!fm) continue;
     lj["q_heads"] = fm->q_heads();
     lj["kv_heads"] = fm->kv_heads();
@@ -93,14 +94,11 @@ LayerMethods read_layer(const nlohmann::json& lj, const MethodStore& store,
                method_spec(name).kind == MethodKind::window) {
       shape = {lm.layer, 1, 1, 1, store.window};
     }
-    auto m = make_method(name, shape, store.seed, k);
-    if (auto* w = dynamic_cast<WindowedAttention*>(m.get()); w && w->base()) {
-      const std::string key = fmt::format("{}.layers.{}.log_scale", name, lm.layer);
-      const auto it = files.scales.tensors.find(key);
-      check(it != files.scales.tensors.end(), k_op, "{}: no '{}' (the c_h of a windowed layer)",
-            files.scales_path.string(), key);
-      w->load_log_scale(it->second);
-    }
+    // A feature-map baseline is built plain, its parameters loaded, then windowed.
+    const bool features = method_spec(name).kind == MethodKind::feature_map;
+    MethodShape plain = shape;
+    if (features) plain.window = {};
+    std::shared_ptr<AttentionMethod> m = make_method(name, plain, store.seed, k);
     if (auto* fm = dynamic_cast<FeatureMapMethod*>(m.get())) {
       TensorMap params;
       const std::string prefix = fmt::format("{}.layers.{}.", name, lm.layer);
@@ -109,6 +107,15 @@ LayerMethods read_layer(const nlohmann::json& lj, const MethodStore& store,
       check(!params.empty(), k_op, "{}: no parameters for {} layer {}", st_path.string(), name,
             lm.layer);
       fm->load_state_dict(params);
+    }
+    if (features && !store.window.none())
+      m = std::make_shared<WindowedAttention>(m, store.window, at::zeros({shape.q_heads}));
+    if (auto* w = dynamic_cast<WindowedAttention*>(m.get()); w && w->base()) {
+      const std::string key = fmt::format("{}.layers.{}.log_scale", name, lm.layer);
+      const auto it = files.scales.tensors.find(key);
+      check(it != files.scales.tensors.end(), k_op, "{}: no '{}' (the c_h of a windowed layer)",
+            files.scales_path.string(), key);
+      w->load_log_scale(it->second);
     }
     lm.methods[name] = m;
   }

@@ -114,8 +114,7 @@ std::vector<std::string> method_names() {
 std::vector<std::string> method_names(const Window& window) {
   std::vector<std::string> out;
   for (const auto& m : k_methods)
-    if (window.none() ? m.kind != MethodKind::window : m.kind != MethodKind::feature_map)
-      out.emplace_back(m.name);
+    if (!window.none() || m.kind != MethodKind::window) out.emplace_back(m.name);
   return out;
 }
 
@@ -159,15 +158,10 @@ Ptr make_method(std::string_view name, const MethodShape& s, uint64_t seed,
   Ptr m = spec.make(s, seed, kernels);
   if (s.window.none() || spec.kind == MethodKind::exact || spec.kind == MethodKind::window)
     return m;
-  check(spec.kind == MethodKind::quadratic, "make_method",
-        "method '{}' cannot run beside a window yet ({}): windowed layers are available for "
-        "the quadratic kernels ({}) and '{}'",
-        name, s.window.describe(), fmt::join(method_names(MethodKind::quadratic), ", "),
-        names::window);
-  auto base = std::dynamic_pointer_cast<const QuadraticAttention>(m);
-  check(base != nullptr, "make_method", "method '{}' did not build a quadratic kernel", name);
-  return std::make_shared<WindowedAttention>(base, s.window,
-                                             at::zeros({base->kernels().heads()}, at::kFloat));
+  // Every linear method's kernel beside the window; c_h starts at 0 (calibration fits it).
+  const auto* quadratic = dynamic_cast<const QuadraticAttention*>(m.get());
+  const int64_t heads = quadratic ? quadratic->kernels().heads() : s.q_heads;
+  return std::make_shared<WindowedAttention>(m, s.window, at::zeros({heads}, at::kFloat));
 }
 
 Ptr make_quadratic_method(const std::vector<QuadraticKernel>& kernels) {

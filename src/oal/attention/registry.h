@@ -72,8 +72,7 @@ const std::vector<MethodSpec>& method_registry();
 const MethodSpec& method_spec(std::string_view name);
 std::vector<std::string> method_names();
 // The methods that can run with `window` (the default of the commands that take a method
-// list): every method but "window" without a window, and with one every method but the
-// feature-map baselines (not windowed yet).
+// list): every method but "window" without a window, and every method with one.
 std::vector<std::string> method_names(const Window& window);
 std::vector<std::string> method_names(MethodKind kind);
 // "softmax, oal, ..." (sep between names), for --help and error messages.
@@ -85,9 +84,9 @@ const MethodSpec& reference_method();
 
 // method_spec(name).make(...) after checking the shape (oal::Error("make_method")).
 // "oal" without kernels is an error; "global" without kernels is Taylor 1 + s + s²/2.
-// With shape.window set, a quadratic-kernel method becomes a WindowedAttention over it
-// (c_h = 0 until fitted or loaded); "window" needs shape.window.recent >= 1; softmax
-// ignores the window; the feature-map baselines refuse one (not windowed yet).
+// With shape.window set, every linear method (quadratic kernel or feature-map baseline)
+// becomes a WindowedAttention over it (c_h = 0 until fitted or loaded); "window" needs
+// shape.window.recent >= 1; softmax ignores the window.
 std::shared_ptr<AttentionMethod> make_method(std::string_view name, const MethodShape& shape,
                                              uint64_t seed, const ModelKernels* kernels);
 // Inference-only QuadraticAttention over one kernel per query head (fp64 L).

@@ -125,9 +125,6 @@ CalibrationResult calibrate(const std::vector<LayerFitInput>& inputs,
   options.window.validate(k_op);
   for (const auto& m : options.methods) {
     const attn::MethodKind kind = attn::method_spec(m).kind;
-    check(options.window.none() || kind != attn::MethodKind::feature_map, k_op,
-          "method '{}' cannot be fitted beside a window yet ({}); windowed: {}", m,
-          options.window.describe(), "oal, global, window");
     check(kind != attn::MethodKind::window || options.window.recent >= 1, k_op,
           "method '{}' needs --window W >= 1", m);
   }

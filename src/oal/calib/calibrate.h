@@ -12,6 +12,10 @@
 // embedded into the head's groups, Taylor in the groups, and the embedded global
 // perturbed; best validation per head. (The paper names the three OAL candidates; for
 // the global's own three it only says "three initialization candidates".)
+// With a window, the global's third start is window-heavy (c_h = -8), and both methods
+// keep a fourth, unfitted candidate per head: the windowed-only method (c_h = -30), so
+// that adding the kernel can never make a head worse on the validation data than the
+// window alone, at any fitted context.
 #include <ATen/ATen.h>
 
 #include <cstdint>
@@ -36,8 +40,9 @@ struct CalibrationOptions {
   uint64_t seed = 0;                 // draws (Performer, DiJiang, SpectraFormer) and sampling
   double perturb_sigma = 0.1;        // perturbed-initialisation noise
   // The exact window beside every linear method (attention/windowed/window.h): with one,
-  // oal and global fit L and c_h jointly on the windowed output, and "window" is the
-  // windowed-only method. The feature-map baselines are refused with a window.
+  // oal and global fit L and c_h jointly on the windowed output, the feature-map
+  // baselines their parameters and c_h (from the window-heavy -8), and "window" is the
+  // windowed-only method.
   attn::Window window{};
   ProgressFn progress;               // ("fits", detail = method): this rank's fits
   // The processes sharing the fits (dist/world.h); null = this process alone. Every

@@ -21,8 +21,13 @@ attn::MethodShape shape(const LayerContext& c) {
 }
 
 // c_h of a window-heavy start: the exact part outweighs the kernel by e^8 per key, so
-// the fit starts next to the windowed-only method and can only improve on it.
+// the fit starts next to the windowed-only method.
 constexpr double k_window_heavy_log_scale = -8.0;
+// c_h of the windowed-only candidate: e^-30 of an exact key's weight per far key, under
+// 1e-8 of the exact part's even over 32K keys. Being kept beside the fits, it makes the
+// windowed-only method reachable at any context, which the window-heavy start is not
+// (its κ weight, e^-8 per key, grows with the number of keys beyond the window).
+constexpr double k_window_only_log_scale = -30.0;
 
 // Query head h's tensors (and its KV head's) as a one-head problem.
 FitData head_data(const FitData& d, int64_t h) {
@@ -37,17 +42,55 @@ FitReport report(const FitTask& t, const FitResult& r, bool selected) {
           r.updates, selected};
 }
 
-// A method with nothing to fit (softmax, Performer's fixed draws).
+// A feature-map baseline beside the window, when the run has one: `plain` with c_h from
+// the fits (the last parameter of each result, in head order).
+std::shared_ptr<attn::AttentionMethod> windowed(const LayerContext& c,
+                                                std::shared_ptr<attn::AttentionMethod> plain,
+                                                const std::vector<FitResult>& results) {
+  if (c.options->window.none()) return plain;
+  std::vector<at::Tensor> cs;
+  for (const FitResult& r : results) cs.push_back(r.best.back().reshape({-1}));
+  return std::make_shared<attn::WindowedAttention>(std::move(plain), c.options->window,
+                                                   at::cat(cs).to(at::kFloat));
+}
+
+// A method with nothing to fit (softmax, the windowed-only method, Performer's fixed
+// draws); beside a window Performer's c_h is fitted, one fit per layer.
 class FixedCalibrator : public MethodCalibrator {
  public:
   explicit FixedCalibrator(std::string name) : name_(std::move(name)) {}
-  std::vector<FitTask> tasks(const LayerContext&) const override { return {}; }
-  LayerFit finish(const LayerContext& c, const std::vector<FitTask>&,
-                  const std::vector<FitResult>&) const override {
-    return {attn::make_method(name_, shape(c), seed(c), nullptr), {}, {}};
+  std::vector<FitTask> tasks(const LayerContext& c) const override {
+    if (!fits_log_scale(c)) return {};
+    FitTask t{name_, "window-heavy", c.input->layer, -1, [&c, name = name_] {
+      return fit(fixed_feature_problem(plain(name, c), c.options->window, k_window_heavy_log_scale),
+                 c.input->data, c.options->fit,
+                 attn::derive_seed(seed(c), {c.input->layer, 0xc4}));
+    }};
+    t.cost = double(q_heads(c));  // evaluates every head of the layer per update
+    return {t};
+  }
+  LayerFit finish(const LayerContext& c, const std::vector<FitTask>& tasks,
+                  const std::vector<FitResult>& results) const override {
+    if (!fits_log_scale(c)) return {attn::make_method(name_, shape(c), seed(c), nullptr), {}, {}};
+    LayerFit lf;
+    lf.method = windowed(c, plain(name_, c), results);
+    lf.reports.push_back(report(tasks.at(0), results.at(0), true));
+    return lf;
   }
 
  private:
+  bool fits_log_scale(const LayerContext& c) const {
+    return !c.options->window.none() &&
+           attn::method_spec(name_).kind == attn::MethodKind::feature_map;
+  }
+  // The method without its window (the same seeded draws).
+  static std::shared_ptr<attn::FeatureMapMethod> plain(const std::string& name,
+                                                      const LayerContext& c) {
+    attn::MethodShape s = shape(c);
+    s.window = {};
+    return std::dynamic_pointer_cast<attn::FeatureMapMethod>(
+        attn::make_method(name, s, seed(c), nullptr));
+  }
   std::string name_;
 };
 
@@ -62,14 +105,16 @@ class QuadraticCalibrator : public MethodCalibrator {
   std::vector<FitTask> tasks(const LayerContext& c) const override {
     std::vector<FitTask> out;
     const int64_t L = c.input->layer;
-    const bool windowed = !c.options->window.none();
+    const int n = candidates(c);
     for (int64_t h = 0; h < q_heads(c); ++h)
-      for (int i = 0; i < 3; ++i)
-        out.push_back({method_, names(grouped_, windowed)[i], L, h, [&c, h, i, g = grouped_] {
+      for (int i = 0; i < n; ++i)
+        out.push_back({method_, names(grouped_, n > 3)[i], L, h, [&c, h, i, g = grouped_] {
                          const QuadraticProblem qp = problem(g, c, h, i);
+                         const FitData data = head_data(c.input->data, h);
+                         if (i == 3) return scored_unfitted(qp.problem, data);
                          const uint64_t s =
                              attn::derive_seed(seed(c), {c.input->layer, h, i, g ? 0x0b : 0x61});
-                         return fit(qp.problem, head_data(c.input->data, h), c.options->fit, s);
+                         return fit(qp.problem, data, c.options->fit, s);
                        }});
     return out;
   }
@@ -77,13 +122,14 @@ class QuadraticCalibrator : public MethodCalibrator {
   LayerFit finish(const LayerContext& c, const std::vector<FitTask>& tasks,
                   const std::vector<FitResult>& results) const override {
     LayerFit lf;
+    const int n = candidates(c);
     for (int64_t h = 0; h < q_heads(c); ++h) {
       int best = 0;
-      for (int i = 1; i < 3; ++i)
-        if (results[3 * h + i].best_val < results[3 * h + best].best_val) best = i;
-      for (int i = 0; i < 3; ++i)
-        lf.reports.push_back(report(tasks[3 * h + i], results[3 * h + i], i == best));
-      const FitResult& r = results[3 * h + best];
+      for (int i = 1; i < n; ++i)
+        if (results[n * h + i].best_val < results[n * h + best].best_val) best = i;
+      for (int i = 0; i < n; ++i)
+        lf.reports.push_back(report(tasks[n * h + i], results[n * h + i], i == best));
+      const FitResult& r = results[n * h + best];
       lf.kernels.push_back(problem(grouped_, c, h, best).kernel_from(r.best));
       if (r.best.size() > 1) lf.log_scales.push_back(r.best[1].item<double>());
     }
@@ -97,18 +143,35 @@ class QuadraticCalibrator : public MethodCalibrator {
   }
 
  private:
+  // Three fitted starts per head; with a window also the windowed-only candidate, scored
+  // on the validation data and kept when no fit beats it.
+  static int candidates(const LayerContext& c) { return c.options->window.none() ? 3 : 4; }
   static const char* const* names(bool grouped, bool windowed) {
     static const char* const global[3] = {"taylor", "perturbed-1", "perturbed-2"};
     static const char* const oal[3] = {"global-embedded", "taylor", "global-perturbed"};
+    static const char* const oal_w[4] = {"global-embedded", "taylor", "global-perturbed",
+                                         "window-only"};
     // Windowed: the global kernel's third start is window-heavy (k_window_heavy_log_scale).
-    static const char* const global_w[3] = {"taylor", "perturbed-1", "window-heavy"};
-    return grouped ? oal : windowed ? global_w : global;
+    static const char* const global_w[4] = {"taylor", "perturbed-1", "window-heavy",
+                                            "window-only"};
+    if (grouped) return windowed ? oal_w : oal;
+    return windowed ? global_w : global;
+  }
+  // The candidate's parameters as they are, scored like a fit's validation.
+  static FitResult scored_unfitted(const FitProblem& p, const FitData& data) {
+    FitResult r;
+    r.initial_val = r.best_val = validation_mse(p, data);
+    for (const auto& t : p.params) r.best.push_back(t.detach().clone());
+    r.history.push_back({0, r.best_val});
+    return r;
   }
   // Start i of head h: the plain problem, or with a window the joint (L, c_h) problem,
-  // c_h from the fitted global kernel's (OAL), 0 (Taylor, perturbed) or window-heavy.
+  // c_h from the fitted global kernel's (OAL), 0 (Taylor, perturbed), window-heavy, or
+  // the windowed-only candidate's (i = 3, with start 0's kernel).
   static QuadraticProblem problem(bool grouped, const LayerContext& c, int64_t h, int i) {
     const attn::Window& w = c.options->window;
     if (w.none()) return quadratic_problem(init(grouped, c, h, i));
+    if (i == 3) return windowed_quadratic_problem(init(grouped, c, h, 0), k_window_only_log_scale, w);
     double c0 = 0;
     if (grouped && i != 1) {
       check(c.global_log_scales != nullptr && size_t(h) < c.global_log_scales->size(),
@@ -150,8 +213,10 @@ class TaylorShiftCalibrator : public MethodCalibrator {
     std::vector<FitTask> out;
     for (int64_t h = 0; h < q_heads(c); ++h)
       out.push_back({attn::names::taylorshift, "tau=1", c.input->layer, h, [&c, h] {
-        return fit(taylorshift_problem(1.0, head_dim(c)), head_data(c.input->data, h),
-                   c.options->fit, attn::derive_seed(seed(c), {c.input->layer, h, 0x75}));
+        return fit(taylorshift_problem(1.0, head_dim(c), c.options->window,
+                                       k_window_heavy_log_scale),
+                   head_data(c.input->data, h), c.options->fit,
+                   attn::derive_seed(seed(c), {c.input->layer, h, 0x75}));
       }});
     return out;
   }
@@ -163,8 +228,9 @@ class TaylorShiftCalibrator : public MethodCalibrator {
       taus.push_back(results[h].best.at(0).reshape({1}));
       lf.reports.push_back(report(tasks[h], results[h], true));
     }
-    lf.method =
-        std::make_shared<attn::TaylorShiftAttention>(at::cat(taus), kv_heads(c), head_dim(c));
+    lf.method = windowed(
+        c, std::make_shared<attn::TaylorShiftAttention>(at::cat(taus), kv_heads(c), head_dim(c)),
+        results);
     return lf;
   }
 };
@@ -176,8 +242,9 @@ class DiJiangCalibrator : public MethodCalibrator {
     std::vector<FitTask> out;
     for (int64_t h = 0; h < q_heads(c); ++h)
       out.push_back({attn::names::dijiang, "theta=0", c.input->layer, h, [&c, h] {
-        const FitProblem p = dijiang_problem(initial(c)->projection(),
-                                             at::zeros({head_dim(c)}, at::kFloat));
+        const FitProblem p =
+            dijiang_problem(initial(c)->projection(), at::zeros({head_dim(c)}, at::kFloat),
+                            c.options->window, k_window_heavy_log_scale);
         return fit(p, head_data(c.input->data, h), c.options->fit,
                    attn::derive_seed(seed(c), {c.input->layer, h, 0xd1}));
       }});
@@ -191,8 +258,10 @@ class DiJiangCalibrator : public MethodCalibrator {
       thetas.push_back(results[h].best.at(0).reshape({1, head_dim(c)}));
       lf.reports.push_back(report(tasks[h], results[h], true));
     }
-    lf.method = std::make_shared<attn::DiJiangAttention>(initial(c)->projection(),
-                                                         at::cat(thetas), kv_heads(c));
+    lf.method = windowed(c,
+                         std::make_shared<attn::DiJiangAttention>(initial(c)->projection(),
+                                                                  at::cat(thetas), kv_heads(c)),
+                         results);
     return lf;
   }
 
@@ -209,7 +278,8 @@ class SpectraFormerCalibrator : public MethodCalibrator {
  public:
   std::vector<FitTask> tasks(const LayerContext& c) const override {
     FitTask t{attn::names::spectraformer, "upstream", c.input->layer, -1, [&c] {
-      return fit(spectraformer_problem(*initial(c)), c.input->data, c.options->fit,
+      return fit(spectraformer_problem(*initial(c), c.options->window, k_window_heavy_log_scale),
+                 c.input->data, c.options->fit,
                  attn::derive_seed(seed(c), {c.input->layer, 0x5f}));
     }};
     t.cost = double(q_heads(c));  // evaluates every head of the layer per update
@@ -219,9 +289,11 @@ class SpectraFormerCalibrator : public MethodCalibrator {
                   const std::vector<FitResult>& results) const override {
     const auto& b = results.at(0).best;
     LayerFit lf;
-    lf.method = std::make_shared<attn::SpectraFormerAttention>(
-        b.at(0).clone(), b.at(1).clone(), b.at(2).clone(), initial(c)->state_dict().at("perm"),
-        q_heads(c), kv_heads(c));
+    lf.method = windowed(c,
+                         std::make_shared<attn::SpectraFormerAttention>(
+                             b.at(0).clone(), b.at(1).clone(), b.at(2).clone(),
+                             initial(c)->state_dict().at("perm"), q_heads(c), kv_heads(c)),
+                         results);
     lf.reports.push_back(report(tasks.at(0), results.at(0), true));
     return lf;
   }

@@ -38,13 +38,38 @@ at::Tensor group_onehot(const std::vector<std::vector<int64_t>>& groups, int64_t
   return onehot;
 }
 
-FitProblem feature_problem(std::shared_ptr<attn::FeatureMapMethod> m) {
+// The method's parameters; with a window also c_h [Hq] (from `log_scale0`), fitted
+// jointly on the windowed output (its log-weights over the sampled rows, as the
+// quadratic kernel's windowed problem).
+FitProblem feature_problem(std::shared_ptr<attn::FeatureMapMethod> m, const attn::Window& w,
+                           double log_scale0) {
   FitProblem p;
   p.params = m->parameters();
-  p.outputs_at = [m](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                     const std::vector<int64_t>& pos) { return m->forward_at(q, k, v, pos); };
-  p.outputs = [m](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-    return m->forward(q, k, v);
+  if (w.none()) {
+    p.outputs_at = [m](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                       const std::vector<int64_t>& pos) { return m->forward_at(q, k, v, pos); };
+    p.outputs = [m](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+      return m->forward(q, k, v);
+    };
+    return p;
+  }
+  at::Tensor c = leaf(at::full({m->q_heads()}, log_scale0, at::kDouble));
+  p.params.push_back(c);
+  p.outputs_at = [m, c, w](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           const std::vector<int64_t>& pos) {
+    const at::Tensor log_kappa = attn::windowed_log_kappa(*m, q, k, pos);
+    const auto dt = log_kappa.scalar_type();
+    const at::Tensor rows = q.index_select(2, at::tensor(pos, at::kLong)).to(dt);
+    const at::Tensor keys = attn::expand_kv_heads(k.to(dt), q.size(1));
+    const at::Tensor scores = at::matmul(rows, keys.transpose(-1, -2)) / std::sqrt(double(q.size(3)));
+    return attn::log_kernel_attention(
+        attn::windowed_log_weights(scores, log_kappa, c.to(dt), w, pos), v, pos);
+  };
+  // Every position: the linear-time windowed layer over the same method and c_h.
+  auto layer = std::make_shared<attn::WindowedAttention>(m, w, c);
+  p.outputs = [layer](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+    at::NoGradGuard g;
+    return layer->forward(q, k, v);
   };
   return p;
 }
@@ -152,22 +177,31 @@ QuadraticProblem windowed_quadratic_problem(const attn::QuadraticKernel& init, d
   return qp;
 }
 
-FitProblem taylorshift_problem(double tau0, int64_t head_dim) {
+FitProblem taylorshift_problem(double tau0, int64_t head_dim, const attn::Window& w,
+                               double log_scale0) {
   auto m = std::make_shared<attn::TaylorShiftAttention>(leaf(at::full({1}, tau0)), 1, head_dim);
-  return feature_problem(m);
+  return feature_problem(m, w, log_scale0);
 }
 
-FitProblem dijiang_problem(const at::Tensor& projection, const at::Tensor& theta0) {
+FitProblem dijiang_problem(const at::Tensor& projection, const at::Tensor& theta0,
+                           const attn::Window& w, double log_scale0) {
   auto m = std::make_shared<attn::DiJiangAttention>(projection, leaf(theta0.reshape({1, -1})), 1);
-  return feature_problem(m);
+  return feature_problem(m, w, log_scale0);
 }
 
-FitProblem spectraformer_problem(const attn::SpectraFormerAttention& init) {
+FitProblem spectraformer_problem(const attn::SpectraFormerAttention& init, const attn::Window& w,
+                                 double log_scale0) {
   auto sd = init.state_dict();
   auto m = std::make_shared<attn::SpectraFormerAttention>(
       leaf(sd.at("B")), leaf(sd.at("G")), leaf(sd.at("S")), sd.at("perm"), init.q_heads(),
       init.kv_heads());
-  return feature_problem(m);
+  return feature_problem(m, w, log_scale0);
+}
+
+FitProblem fixed_feature_problem(std::shared_ptr<attn::FeatureMapMethod> m, const attn::Window& w,
+                                 double log_scale0) {
+  check(!w.none(), "calibrate", "a fixed feature map has nothing to fit without a window");
+  return feature_problem(std::move(m), w, log_scale0);
 }
 
 }  // namespace oal::calib

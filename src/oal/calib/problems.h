@@ -38,12 +38,23 @@ QuadraticProblem quadratic_problem(const attn::QuadraticKernel& init);
 QuadraticProblem windowed_quadratic_problem(const attn::QuadraticKernel& init, double log_scale0,
                                             const attn::Window& window);
 
+// The feature-map baselines. With a window (not none) each problem also fits c_h, one per
+// query head of the problem's method, from `log_scale0`, jointly with the method's own
+// parameters on the windowed output (the last parameter is c_h).
+//
 // One head of TaylorShift (tau [1], from `tau0`) / DiJiang (theta [1, D] from `theta0`
 // with the layer's fixed projection); the problem owns a one-head method.
-FitProblem taylorshift_problem(double tau0, int64_t head_dim);
-FitProblem dijiang_problem(const at::Tensor& projection, const at::Tensor& theta0);
+FitProblem taylorshift_problem(double tau0, int64_t head_dim, const attn::Window& window = {},
+                               double log_scale0 = 0);
+FitProblem dijiang_problem(const at::Tensor& projection, const at::Tensor& theta0,
+                           const attn::Window& window = {}, double log_scale0 = 0);
 // A whole layer of SpectraFormer, starting from `init` (its B, G, S are cloned into
 // fresh leaves, its permutation kept).
-FitProblem spectraformer_problem(const attn::SpectraFormerAttention& init);
+FitProblem spectraformer_problem(const attn::SpectraFormerAttention& init,
+                                 const attn::Window& window = {}, double log_scale0 = 0);
+// A whole layer of a method with nothing of its own to fit (Performer's fixed draws)
+// beside a window: c_h [Hq] alone. Throws oal::Error("calibrate") without a window.
+FitProblem fixed_feature_problem(std::shared_ptr<attn::FeatureMapMethod> method,
+                                 const attn::Window& window, double log_scale0);
 
 }  // namespace oal::calib

@@ -51,10 +51,15 @@ std::shared_ptr<attn::QuadraticAttention> trainable_quadratic(const attn::Quadra
 std::shared_ptr<attn::AttentionMethod> make_trainable(std::shared_ptr<attn::AttentionMethod> m) {
   if (auto* q = dynamic_cast<const attn::QuadraticAttention*>(m.get()))
     return trainable_quadratic(*q);
-  if (auto* w = dynamic_cast<const attn::WindowedAttention*>(m.get()))
-    return std::make_shared<attn::WindowedAttention>(
-        w->base() ? trainable_quadratic(*w->base()) : nullptr, w->window(), w->log_scale(),
-        /*trainable=*/w->base() != nullptr);
+  if (auto* w = dynamic_cast<const attn::WindowedAttention*>(m.get())) {
+    std::shared_ptr<const attn::AttentionMethod> base = w->base();
+    if (w->quadratic()) base = trainable_quadratic(*w->quadratic());
+    if (w->feature_map())  // the baseline's own tensors, in place as for a plain one
+      for (auto p : base->parameters())
+        if (p.is_leaf() && p.is_floating_point()) p.set_requires_grad(true);
+    return std::make_shared<attn::WindowedAttention>(base, w->window(), w->log_scale(),
+                                                     /*trainable=*/base != nullptr);
+  }
   for (auto p : m->parameters())
     if (p.is_leaf() && p.is_floating_point()) p.set_requires_grad(true);
   return m;
@@ -149,7 +154,7 @@ void export_converted(const fs::path& out, const model::ModelWeights& weights,
       const auto* w = dynamic_cast<const attn::WindowedAttention*>(m.get());
       if (w) store.window = w->window();
       const attn::QuadraticAttention* q =
-          w ? w->base().get() : dynamic_cast<const attn::QuadraticAttention*>(m.get());
+          w ? w->quadratic() : dynamic_cast<const attn::QuadraticAttention*>(m.get());
       if (q) kernels.layers[l] = q->to_kernels();
       store.layers.push_back({l, {{method, m}}});
     }

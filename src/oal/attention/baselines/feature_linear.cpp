@@ -80,9 +80,8 @@ at::Tensor feature_attention_pairwise(const at::Tensor& phi_q, const at::Tensor&
   return ungroup(at::matmul(A, g.v) / den, g);
 }
 
-at::Tensor feature_attention_chunked(const at::Tensor& phi_q, const at::Tensor& phi_k,
-                                     const at::Tensor& v, int64_t chunk,
-                                     FeaturePrefix* prefix) {
+FeatureSums feature_sums_chunked(const at::Tensor& phi_q, const at::Tensor& phi_k,
+                                 const at::Tensor& v, int64_t chunk, const FeaturePrefix* prefix) {
   check(chunk >= 1, k_op, "chunk must be >= 1, got {}", chunk);
   Grouped g = group_heads(phi_q, phi_k, v, true);
   const int64_t T = g.q.size(3), F = g.q.size(4), Dv = g.v.size(4);
@@ -94,31 +93,42 @@ at::Tensor feature_attention_chunked(const at::Tensor& phi_q, const at::Tensor& 
     S = at::zeros({g.batch, g.f_heads, 1, F, Dv}, g.q.options());
     z = at::zeros({g.batch, g.f_heads, 1, F, 1}, g.q.options());
   }
-  std::vector<at::Tensor> outs, dens;
+  std::vector<at::Tensor> nums, dens;
   const at::Tensor tri = at::ones({chunk, chunk}, g.q.options()).tril();
   for (int64_t c0 = 0; c0 < T; c0 += chunk) {
     const int64_t n = std::min(chunk, T - c0);
     at::Tensor Qc = g.q.narrow(3, c0, n), Kc = g.k.narrow(3, c0, n), Vc = g.v.narrow(3, c0, n);
     at::Tensor A = at::matmul(Qc, Kc.transpose(-1, -2)) * tri.narrow(0, 0, n).narrow(1, 0, n);
-    at::Tensor num = at::matmul(A, Vc) + at::matmul(Qc, S);
-    at::Tensor den = A.sum(-1, true) + at::matmul(Qc, z);
-    dens.push_back(den);
-    outs.push_back(num / den);
+    nums.push_back(at::matmul(A, Vc) + at::matmul(Qc, S));
+    dens.push_back(A.sum(-1, true) + at::matmul(Qc, z));
     S = S + at::matmul(Kc.transpose(-1, -2), Vc);
     z = z + Kc.sum(3).unsqueeze(-1);
   }
-  // Every chunk's denominators in one check (one reduction and read-back per call, not
-  // per chunk), before the prefix changes: a failed call leaves the state as it was.
-  if (!dens.empty()) check_denominator(k_op, at::cat(dens, 3), k_den_cause);
-  if (prefix) {
-    prefix->S = S.squeeze(2);
-    prefix->z = z.squeeze(-1).squeeze(2);
-    if (!prefix->log_shift.defined())
-      prefix->log_shift = at::zeros({g.batch, g.f_heads}, g.q.options());
+  FeatureSums out;
+  out.after.S = S.squeeze(2);
+  out.after.z = z.squeeze(-1).squeeze(2);
+  out.after.log_shift = prefix && prefix->log_shift.defined()
+                            ? prefix->log_shift
+                            : at::zeros({g.batch, g.f_heads}, g.q.options());
+  if (T == 0) {
+    out.num = at::zeros({g.batch, g.q_heads, 0, Dv}, g.q.options());
+    out.den = at::zeros({g.batch, g.q_heads, 0}, g.q.options());
+    return out;
   }
-  at::Tensor y = T > 0 ? at::cat(outs, 3)
-                       : at::zeros({g.batch, g.f_heads, g.group, 0, Dv}, g.q.options());
-  return ungroup(y, g);
+  out.num = ungroup(at::cat(nums, 3), g);
+  out.den = ungroup(at::cat(dens, 3), g).squeeze(-1);
+  return out;
+}
+
+at::Tensor feature_attention_chunked(const at::Tensor& phi_q, const at::Tensor& phi_k,
+                                     const at::Tensor& v, int64_t chunk,
+                                     FeaturePrefix* prefix) {
+  FeatureSums sums = feature_sums_chunked(phi_q, phi_k, v, chunk, prefix);
+  // Every denominator in one check (one reduction and read-back per call, not per
+  // chunk), before the prefix changes: a failed call leaves the state as it was.
+  if (sums.den.numel() > 0) check_denominator(k_op, sums.den, k_den_cause);
+  if (prefix) *prefix = std::move(sums.after);
+  return sums.num / sums.den.unsqueeze(-1);
 }
 
 namespace {

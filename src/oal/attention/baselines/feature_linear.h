@@ -32,6 +32,19 @@ struct FeaturePrefix {
 at::Tensor feature_attention_pairwise(const at::Tensor& phi_q, const at::Tensor& phi_k,
                                       const at::Tensor& v);
 
+// The unnormalised sums of feature_attention_chunked and the prefix state after the
+// call: num [B, Hq, T, Dv] = Σ_j κ_ij v_j and den [B, Hq, T] = Σ_j κ_ij over the prefix's
+// keys and this call's keys j <= i, both in the prefix's key scale (the true sums are
+// exp(after.log_shift) times these). `prefix` (may be null or empty) is not changed.
+// No denominator check: a windowed layer's queries may see no kernel key at all.
+struct FeatureSums {
+  at::Tensor num, den;
+  FeaturePrefix after;
+};
+FeatureSums feature_sums_chunked(const at::Tensor& phi_q, const at::Tensor& phi_k,
+                                 const at::Tensor& v, int64_t chunk,
+                                 const FeaturePrefix* prefix);
+
 // Chunked evaluation: per chunk of `chunk` tokens the exact intra-chunk kernel sum plus
 // the carried prefix state, then the state absorbs the chunk. O(T (C + Dv) F) time,
 // memory independent of T apart from inputs and output. When `prefix` is non-null its

@@ -1,7 +1,9 @@
 #pragma once
 // A windowed layer as an AttentionMethod (window.h, windowed_reference.h for the
 // formula): exact softmax weights on the sinks and the recent window, the linear
-// method's kernel for every older key, one normaliser.
+// method's kernel for every older key, one normaliser. The linear method is OAL or the
+// learned global kernel (a QuadraticAttention: HD state, CPU kernels) or a feature-map
+// baseline (a FeatureMapMethod: its prefix state, through ATen).
 //
 // Linear time, constant memory. For T new tokens after p0 absorbed ones:
 //   exact part   every query against its sinks and its band of keys [i - W + 1, i]:
@@ -10,12 +12,14 @@
 //                else as ATen ops on blocks of k_exact_chunk rows (differentiable)
 //   linear part  the key at position j enters the linear method W positions late: the
 //                queries from position S + W on read the method's unnormalised sums
-//                (hd_extend_parts) over the keys [S, i - W], continuing its HD state
+//                (hd_extend_parts, or feature_sums_chunked) over the keys [S, i - W],
+//                continuing its HD state (or feature prefix)
 //   combined     y = (e^(m - c) a + n) / (e^(m - c) z + r) with (a, z) the exact sums
 //                shifted by the row max m and (n, r) the kernel's, both rescaled by the
 //                larger of the two parts before adding (no overflow, no 0/0)
 // The decode state holds S sink rows, a ring of the last W rows (a row leaving it is
-// absorbed into the HD state) and the HD state: its bytes do not depend on the position.
+// absorbed into the HD state or feature prefix) and that state: its bytes do not depend
+// on the position.
 // forward() is a fresh state's extend(), so prefill and decode are one code path.
 //
 // Shapes as in method.h. Compute dtype: fp64 for fp64 inputs, fp32 otherwise.
@@ -26,7 +30,9 @@
 #include <string>
 #include <vector>
 
+#include "oal/attention/baselines/feature_method.h"
 #include "oal/attention/method.h"
+#include "oal/attention/oal/chunked_attention.h"
 #include "oal/attention/oal/recurrent_state.h"
 #include "oal/attention/oal/quadratic_attention.h"
 #include "oal/attention/windowed/window.h"
@@ -39,15 +45,16 @@ inline constexpr int64_t k_exact_chunk = 64;
 
 class WindowedAttention : public AttentionMethod {
  public:
-  // base: the linear method of R (OAL or the learned global kernel); nullptr: no linear
-  // part (the windowed-only method, StreamingLLM's rule), which needs W >= 1.
-  // log_scale [Hq] (c_h; fp32 or fp64: copied into a leaf that requires grad when
-  // `trainable`, else kept as given, so a graph through it reaches the caller). Throws
-  // oal::Error("windowed_attention") on a bad window or shape.
-  WindowedAttention(std::shared_ptr<const QuadraticAttention> base, Window window,
+  // base: the linear method of R (a QuadraticAttention: OAL or the learned global kernel,
+  // or a FeatureMapMethod); nullptr: no linear part (the windowed-only method,
+  // StreamingLLM's rule), which needs W >= 1. log_scale [Hq] (c_h; fp32 or fp64: copied
+  // into a leaf that requires grad when `trainable`, else kept as given, so a graph
+  // through it reaches the caller). Throws oal::Error("windowed_attention") on a bad
+  // window or shape, or a base of another kind.
+  WindowedAttention(std::shared_ptr<const AttentionMethod> base, Window window,
                     at::Tensor log_scale, bool trainable = false);
 
-  // The base's name ("oal", "global"), or "window" without a base.
+  // The base's name ("oal", "global", "performer", ...), or "window" without a base.
   std::string name() const override;
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k,
                      const at::Tensor& v) const override;
@@ -62,15 +69,30 @@ class WindowedAttention : public AttentionMethod {
 
   const Window& window() const { return window_; }
   const at::Tensor& log_scale() const { return log_scale_; }
-  const std::shared_ptr<const QuadraticAttention>& base() const { return base_; }
+  const std::shared_ptr<const AttentionMethod>& base() const { return base_; }
+  // The base as what it is: at most one of the two is non-null (none without a base).
+  const QuadraticAttention* quadratic() const { return quadratic_; }
+  const FeatureMapMethod* feature_map() const { return feature_map_; }
   int64_t q_heads() const { return log_scale_.numel(); }
 
  private:
-  std::shared_ptr<const QuadraticAttention> base_;
+  std::shared_ptr<const AttentionMethod> base_;
+  const QuadraticAttention* quadratic_ = nullptr;   // base_ viewed as one, decided once
+  const FeatureMapMethod* feature_map_ = nullptr;
   Window window_;
   at::Tensor log_scale_;
   bool trainable_;
 };
+
+// log κ of a feature-map baseline beside a window, for query rows at `positions`
+// (strictly increasing, in [0, T)) against all T keys: q [B, Hq, T, D], k [B, Hkv, T, D]
+// -> [B, Hq, P, T] in the method's feature dtype, differentiable in its parameters.
+// κ is the method's φ(q)·φ(k) as its features() computes them, with the key log-shift
+// (Performer's) added back: the same κ as a WindowedAttention over it, up to rounding
+// (FeatureMapMethod::log_kernel may differ by a constant per row, which a window's exact
+// part does not cancel).
+at::Tensor windowed_log_kappa(const FeatureMapMethod& method, const at::Tensor& q,
+                              const at::Tensor& k, const std::vector<int64_t>& positions);
 
 // The decode state of a WindowedAttention (which must outlive it).
 class WindowedDecodeState : public DecodeState {
@@ -81,8 +103,11 @@ class WindowedDecodeState : public DecodeState {
   // Sinks, ring and HD state: at most S + W rows and one HD state, whatever tokens().
   int64_t state_bytes() const override;
   // "sink_k", "sink_v" [B, Hkv, min(S, tokens), D|Dv], "ring_k", "ring_v"
-  // [B, Hkv, min(W, tokens - S), D|Dv] and, with a base, "S" (its HD state) once keys
-  // left the ring; none when empty.
+  // [B, Hkv, min(W, tokens - S), D|Dv] and, once keys left the ring, with a quadratic
+  // base "S" (its HD state). With a feature-map base: "ring_phi" [B, Hf, ring, F] (the
+  // ring rows' key features), "S" [B, Hf, F, Dv] and "z" [B, Hf, F] (its prefix,
+  // feature_linear.h) once keys left the ring, and "log_shift" [B, Hf] (the key shift of
+  // both) once set. None when empty.
   StateSnapshot snapshot() const override;
   void restore(const StateSnapshot& snapshot) override;
 
@@ -102,6 +127,23 @@ class WindowedDecodeState : public DecodeState {
   // the kernel's inputs the fused OAL decode step takes. "" when it can.
   std::string step_blocker(const AttentionDims& s, const at::Tensor& q, const at::Tensor& k,
                            const at::Tensor& v) const;
+  // A quadratic base's unnormalised sums for queries q [B, Hq, n, D] whose keys k, v
+  // [B, Hkv, n, D|Dv] enter the HD state one per query (compute dtype), the state advanced.
+  HdParts quadratic_sums(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+  // A feature-map base's: features of the T new tokens q, k (compute dtype), the ring's
+  // and the new non-sink keys' features pending (values pend_v), the first `absorbed` of
+  // them entering the prefix for the queries from `delay` on (sums for those rows and
+  // the prefix's key log-shift [B, Hq, 1] into `shift`), the rest kept as ring_phi_.
+  HdParts feature_sums(const at::Tensor& q, const at::Tensor& k, int64_t new_sinks,
+                       const at::Tensor& pend_v, int64_t delay, int64_t absorbed,
+                       at::Tensor& shift);
+  // restore()'s checked copy of a feature-map base's state.
+  struct FeatureState {
+    FeaturePrefix prefix;
+    at::Tensor ring_phi;
+  };
+  FeatureState checked_features(const StateSnapshot& snapshot, int64_t ring,
+                                int64_t value_dim) const;
   // The CPU step: the ring's oldest row into the HD state and its unnormalised readout
   // (oal_decode_step_f32), the ring shifted in place, the exact part and the combination
   // (window_exact_f32). Same numbers as extend() up to fp32 summation order.
@@ -112,7 +154,9 @@ class WindowedDecodeState : public DecodeState {
   int64_t batch_;
   int64_t tokens_ = 0;
   at::Tensor sink_k_, sink_v_, ring_k_, ring_v_;  // compute dtype, created at first tokens
-  std::optional<HdState> hd_;                      // with a base, once keys leave the ring
+  std::optional<HdState> hd_;                      // quadratic base, once keys leave the ring
+  FeaturePrefix prefix_;                           // feature-map base, likewise
+  at::Tensor ring_phi_;  // its ring rows' key features [B, Hf, ring, F], at prefix_'s key shift
   std::unique_ptr<simd::OalDecodeWorkspace> ws_;   // the CPU step's, sized at its first use
 };
 
