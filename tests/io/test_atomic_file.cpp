@@ -5,6 +5,11 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/temp_dir.h"
 #include "oal/core/error.h"
@@ -67,3 +72,31 @@ TEST(AtomicFile, MissingDirectoryIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("[atomic_write]"), std::string::npos) << e.what();
   }
 }
+
+// A writer killed before commit leaves `<name>.tmp.<pid>`; the next start removes those
+// of processes that no longer run, and keeps a running writer's (this process's) and
+// every file that is not such a temporary.
+TEST(AtomicFile, StaleTemporariesOfDeadWritersAreRemoved) {
+  const fs::path d = temp_dir() / "stale";
+  fs::remove_all(d);
+  fs::create_directories(d);
+  // A pid that ran and has exited: a child reaped here.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  const std::string dead = std::to_string(child), live = std::to_string(::getpid());
+  const std::vector<std::string> names = {"a.state.tmp." + dead, "b.json.tmp." + live, "c.state",
+                                          "d.tmp." + dead + "x",   "e.tmp.", ".tmp." + dead};
+  for (const std::string& name : names) std::ofstream(d / name) << "x";
+  fs::create_directories(d / ("sub.tmp." + dead));  // a directory: not a written file
+  const auto removed = oal::io::remove_stale_temporaries(d);
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_EQ(removed[0].filename(), "a.state.tmp." + dead);
+  EXPECT_FALSE(fs::exists(d / ("a.state.tmp." + dead)));
+  EXPECT_EQ(count_files(d), 6u);  // the other five files and the directory
+  EXPECT_TRUE(oal::io::remove_stale_temporaries(d / "missing").empty());
+  fs::remove_all(d);
+}
+

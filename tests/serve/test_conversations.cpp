@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "common/temp_dir.h"
 #include "common/tiny_model.h"
@@ -301,6 +304,32 @@ TEST(Engine, ResumesASavedConversationAfterARestart) {
   const auto [t2, d2] = run(fresh, turn2, "", 8);
   EXPECT_EQ(d2.cached_tokens, 0);
   EXPECT_EQ(t2, uninterrupted);
+}
+
+// A server killed while saving (kill -9 between write and rename) leaves
+// `<id>.state.tmp.<pid>`: the next store over the directory removes it, says so in its
+// log, and indexes the complete files as before.
+TEST(ConversationStore, HalfWrittenStatesOfAKilledServerAreRemoved) {
+  auto m = mixed_model();
+  const auto dir = test::make_temp_dir("store_killed");
+  const serve::StoreOptions o{.max_state_memory = 0, .state_dir = dir,
+                              .identity = serve::state_identity(*m)};
+  {
+    serve::ConversationStore a(*m, o);
+    a.put(read(*m, "x", ids({1, 2, 3})));
+    a.enforce_budget(0);
+  }
+  // pid 2^22 + 1 is above Linux's pid_max limit (2^22): never a running process.
+  const auto leftover = dir / "y.state.tmp.4194305";
+  std::ofstream(leftover) << "half a state";
+  std::vector<std::string> log;
+  serve::ConversationStore b(*m, o, [&](const std::string& line) { log.push_back(line); });
+  EXPECT_FALSE(std::filesystem::exists(leftover));
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_NE(log[0].find("y.state.tmp.4194305"), std::string::npos) << log[0];
+  auto x = b.take("x", ids({1, 2, 3, 4}));
+  ASSERT_TRUE(x);
+  EXPECT_EQ(x->states.front()->tokens(), 3);
 }
 
 // Two stores over one directory (two servers): a named conversation written by one after

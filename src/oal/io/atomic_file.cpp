@@ -1,9 +1,11 @@
 #include "oal/io/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <system_error>
 
@@ -85,6 +87,35 @@ void write_file_atomic(const std::filesystem::path& path,
   AtomicFileWriter w(path);
   write(w.stream());
   w.commit();
+}
+
+namespace {
+
+// The writer's pid of a temporary's name `<name>.tmp.<pid>`, or 0 when it is not one.
+pid_t temporary_writer(const std::string& name) {
+  const size_t at = name.rfind(".tmp.");
+  if (at == std::string::npos || at == 0) return 0;
+  const char* first = name.data() + at + 5;
+  const char* last = name.data() + name.size();
+  long pid = 0;
+  const auto [end, ec] = std::from_chars(first, last, pid);
+  if (ec != std::errc() || end != last || pid <= 0) return 0;
+  return static_cast<pid_t>(pid);
+}
+
+}  // namespace
+
+std::vector<std::filesystem::path> remove_stale_temporaries(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> removed;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (!entry.is_regular_file(ec)) continue;
+    const pid_t pid = temporary_writer(entry.path().filename().string());
+    // kill(pid, 0) probes without signalling: ESRCH = no such process (EPERM: one exists).
+    if (pid == 0 || !(::kill(pid, 0) == -1 && errno == ESRCH)) continue;
+    if (std::filesystem::remove(entry.path(), ec)) removed.push_back(entry.path());
+  }
+  return removed;
 }
 
 }  // namespace oal::io

@@ -9,6 +9,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace oal::io {
 
@@ -46,5 +47,11 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
 // temporary file is removed and the exception propagates unchanged.
 void write_file_atomic(const std::filesystem::path& path,
                        const std::function<void(std::ostream&)>& write);
+
+// Removes the temporaries `<name>.tmp.<pid>` in `dir` (not its subdirectories) that a
+// writer left when it was killed before commit: those whose <pid> is no running
+// process. A live process's temporary (another writer sharing the directory) is kept.
+// Returns the paths removed; a file that cannot be removed is skipped (best effort).
+std::vector<std::filesystem::path> remove_stale_temporaries(const std::filesystem::path& dir);
 
 }  // namespace oal::io

@@ -9,6 +9,7 @@
 #include "oal/core/error.h"
 #include "oal/core/fnv1a.h"
 #include "oal/formats/fingerprint.h"
+#include "oal/io/atomic_file.h"
 #include "oal/serve/state_file.h"
 
 namespace oal::serve {
@@ -50,6 +51,9 @@ ConversationStore::ConversationStore(const model::Transformer& model, StoreOptio
   fs::create_directories(options_.state_dir, ec);
   check(!ec && fs::is_directory(options_.state_dir), k_op,
         "cannot create the state directory {}: {}", options_.state_dir.string(), ec.message());
+  // Half-written states of a server killed mid-save (kill -9): never read, so removed.
+  for (const auto& path : io::remove_stale_temporaries(options_.state_dir))
+    log_(fmt::format("removed {}, left by a server that stopped while saving it", path.string()));
   for (const auto& entry : fs::directory_iterator(options_.state_dir))
     if (entry.is_regular_file() && entry.path().extension() == k_ext) index_file(entry.path());
   update_counts();
