@@ -8,6 +8,8 @@
 #   table2   frozen fidelity (Table 2 protocol, layers LAYERS, ctx 1024, the paper's fitting
 #            budget) of oal, global and the windowed-only method beside S = 4, W = 64
 #   sweep    the same for oal (and global, which it starts from) at W = 16 and W = 256
+#   baselines  the same for the feature-map baselines (taylorshift, performer, dijiang,
+#            spectraformer) beside S = 4, W = 64: their parameters and c_h fitted jointly
 #   calib    oal and global fitted on all 30 layers beside S = SINKS, W = WINDOW (4 and 64
 #            unless set; into calib-all-sSwW; a tenth of the
 #            paper's budget, as the plain Table 3 conversion), groups from the analysis of
@@ -78,6 +80,7 @@ conv-oal-all-s4w64 conv-global-all-s4w64 conv-window-all-s4w64 conv-oal-hybrid c
 for step in $STEPS; do
   case $step in
     table2) linearize linearize-s4w64 4 64 oal,global,window ;;
+    baselines) linearize linearize-s4w64-baselines 4 64 taylorshift,performer,dijiang,spectraformer ;;
     sweep)
       linearize linearize-s4w16 4 16 oal,global
       linearize linearize-s4w256 4 256 oal,global ;;
