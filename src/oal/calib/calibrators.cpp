@@ -42,6 +42,18 @@ FitReport report(const FitTask& t, const FitResult& r, bool selected) {
           r.updates, selected};
 }
 
+// One fit over the whole layer (parameters shared by its heads): `problem` built in the
+// task, seeded by (layer, salt).
+FitTask layer_task(std::string method, std::string init, const LayerContext& c, int64_t salt,
+                   std::function<FitProblem()> problem) {
+  FitTask t{std::move(method), std::move(init), c.input->layer, -1, [&c, salt, problem] {
+    return fit(problem(), c.input->data, c.options->fit,
+               attn::derive_seed(seed(c), {c.input->layer, salt}));
+  }};
+  t.cost = double(q_heads(c));  // evaluates every head of the layer per update
+  return t;
+}
+
 // A feature-map baseline beside the window, when the run has one: `plain` with c_h from
 // the fits (the last parameter of each result, in head order).
 std::shared_ptr<attn::AttentionMethod> windowed(const LayerContext& c,
@@ -61,13 +73,9 @@ class FixedCalibrator : public MethodCalibrator {
   explicit FixedCalibrator(std::string name) : name_(std::move(name)) {}
   std::vector<FitTask> tasks(const LayerContext& c) const override {
     if (!fits_log_scale(c)) return {};
-    FitTask t{name_, "window-heavy", c.input->layer, -1, [&c, name = name_] {
-      return fit(fixed_feature_problem(plain(name, c), c.options->window, k_window_heavy_log_scale),
-                 c.input->data, c.options->fit,
-                 attn::derive_seed(seed(c), {c.input->layer, 0xc4}));
-    }};
-    t.cost = double(q_heads(c));  // evaluates every head of the layer per update
-    return {t};
+    return {layer_task(name_, "window-heavy", c, 0xc4, [&c, name = name_] {
+      return fixed_feature_problem(plain(name, c), c.options->window, k_window_heavy_log_scale);
+    })};
   }
   LayerFit finish(const LayerContext& c, const std::vector<FitTask>& tasks,
                   const std::vector<FitResult>& results) const override {
@@ -277,13 +285,9 @@ class DiJiangCalibrator : public MethodCalibrator {
 class SpectraFormerCalibrator : public MethodCalibrator {
  public:
   std::vector<FitTask> tasks(const LayerContext& c) const override {
-    FitTask t{attn::names::spectraformer, "upstream", c.input->layer, -1, [&c] {
-      return fit(spectraformer_problem(*initial(c), c.options->window, k_window_heavy_log_scale),
-                 c.input->data, c.options->fit,
-                 attn::derive_seed(seed(c), {c.input->layer, 0x5f}));
-    }};
-    t.cost = double(q_heads(c));  // evaluates every head of the layer per update
-    return {t};
+    return {layer_task(attn::names::spectraformer, "upstream", c, 0x5f, [&c] {
+      return spectraformer_problem(*initial(c), c.options->window, k_window_heavy_log_scale);
+    })};
   }
   LayerFit finish(const LayerContext& c, const std::vector<FitTask>& tasks,
                   const std::vector<FitResult>& results) const override {
