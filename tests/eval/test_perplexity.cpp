@@ -88,6 +88,14 @@ TEST(Perplexity, ProtocolMatchesIndependentComputation) {
   EXPECT_NEAR(two.nll, (block_means[0] + block_means[1]) / 2, 1e-5);
   const auto one = perplexity(model, stream, {.ctx = ctx, .max_blocks = 1});
   EXPECT_FALSE(one.nll_stderr.has_value());  // undefined with a single block
+  // From block 1: blocks 1..3, each the same as scored in the whole run.
+  const auto tail = perplexity(model, stream, {.ctx = ctx, .first_block = 1});
+  EXPECT_EQ(tail.first_block, 1);
+  ASSERT_EQ(tail.blocks, 3);
+  for (int64_t b = 0; b < 3; ++b) EXPECT_NEAR(tail.block_nll[b], block_means[b + 1], 1e-5);
+  const auto middle = perplexity(model, stream, {.ctx = ctx, .max_blocks = 1, .first_block = 2});
+  ASSERT_EQ(middle.blocks, 1);
+  EXPECT_NEAR(middle.nll, block_means[2], 1e-5);
 }
 
 TEST(Perplexity, RejectsBadInput) {
@@ -110,6 +118,10 @@ TEST(Perplexity, RejectsBadInput) {
   EXPECT_NE(message(stream, {.ctx = 1}).find("ctx must be >= 2"), std::string::npos);
   EXPECT_NE(message(stream, {.ctx = 16, .batch = 0}).find("batch"), std::string::npos);
   EXPECT_NE(message(stream, {.ctx = 16, .max_blocks = -1}).find("max_blocks"), std::string::npos);
+  EXPECT_NE(message(stream, {.ctx = 16, .first_block = -1}).find("first_block"), std::string::npos);
+  // 100 tokens hold 6 blocks of 16: block 6 does not exist.
+  EXPECT_NE(message(stream, {.ctx = 16, .first_block = 6}).find("past the text's 6 blocks"),
+            std::string::npos);
 }
 
 TEST(Perplexity, Stories260kTinyStoriesReference) {

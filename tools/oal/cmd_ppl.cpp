@@ -15,7 +15,7 @@ namespace {
 
 struct PplArgs {
   std::string model, text, tokenizer;
-  int64_t ctx = 0, batch = 1, max_blocks = 0;
+  int64_t ctx = 0, batch = 1, max_blocks = 0, first_block = 0;
   bool json = false, quiet = false;
   oal::model::TransformerOptions weights;
 };
@@ -29,7 +29,8 @@ nlohmann::json to_json(const PplArgs& a, const oal::eval::PerplexityResult& r) {
           {"ppl_stderr", opt(r.ppl_stderr)}, {"nll", r.nll},
           {"nll_stderr", opt(r.nll_stderr)}, {"tokens", r.tokens},
           {"blocks", r.blocks},        {"stream_tokens", r.stream_tokens},
-          {"seconds", r.seconds},      {"tokens_per_second", r.tokens_per_second}};
+          {"seconds", r.seconds},      {"tokens_per_second", r.tokens_per_second},
+          {"first_block", r.first_block}, {"block_nll", r.block_nll}};
 }
 
 void run(const PplArgs& a) {
@@ -41,7 +42,7 @@ void run(const PplArgs& a) {
   const std::vector<int32_t> stream = opened.tokenizer->encode(text, false);
   oal::cli::ProgressBar bar("ppl", !a.quiet);
   oal::eval::PerplexityOptions o{.ctx = a.ctx, .batch = a.batch, .max_blocks = a.max_blocks,
-                                 .progress = bar.fn()};
+                                 .first_block = a.first_block, .progress = bar.fn()};
   const oal::eval::PerplexityResult r = oal::eval::perplexity(model, stream, o);
   bar.finish();
   if (a.json) {
@@ -53,8 +54,8 @@ void run(const PplArgs& a) {
   };
   fmt::print("ppl {:.4f}{}  (mean nll {:.6f}{})\n", r.ppl, pm(r.ppl_stderr, 4), r.nll,
              pm(r.nll_stderr, 6));
-  fmt::print("{} targets in {} blocks of {} tokens (stream {} tokens, tail dropped)\n", r.tokens,
-             r.blocks, r.ctx, r.stream_tokens);
+  fmt::print("{} targets in {} blocks of {} tokens from block {} (stream {} tokens, tail dropped)\n",
+             r.tokens, r.blocks, r.ctx, r.first_block, r.stream_tokens);
   fmt::print("{:.1f} s, {:.0f} tokens/s\n", r.seconds, r.tokens_per_second);
 }
 
@@ -70,6 +71,11 @@ oal::cli::Registrar reg{
           ->required();
       app.add_option("--batch", a->batch, "Blocks per forward")->capture_default_str();
       app.add_option("--max-blocks", a->max_blocks, "Score at most this many blocks (0 = all)")
+          ->capture_default_str();
+      app.add_option("--first-block", a->first_block,
+                     "Skip the blocks before this one (a held-out range: e.g. past the blocks a "
+                     "calibration used); --json lists each block's mean NLL (block_nll) for "
+                     "paired comparisons (scripts/paired_ppl.py)")
           ->capture_default_str();
       app.add_option("--tokenizer", a->tokenizer,
                      "Tokenizer file (default: tokenizer.json / tok512.bin / tokenizer.bin "

@@ -31,6 +31,11 @@ void check_options(const model::Transformer& model, const std::vector<int32_t>& 
   check(static_cast<int64_t>(stream.size()) >= o.ctx, k_op,
         "text has {} tokens, shorter than one block of ctx {}; expected at least {} tokens",
         stream.size(), o.ctx, o.ctx);
+  check(o.first_block >= 0, k_op, "first_block must be >= 0, got {}", o.first_block);
+  const int64_t blocks = static_cast<int64_t>(stream.size()) / o.ctx;
+  check(o.first_block < blocks, k_op,
+        "first_block {} is past the text's {} blocks of ctx {}; expected at most {}",
+        o.first_block, blocks, o.ctx, blocks - 1);
 }
 
 // Sum of NLL per row of blocks [b, ctx] → [b] fp64, scoring positions 0..ctx-2.
@@ -66,10 +71,11 @@ PerplexityResult perplexity(const model::Transformer& model, const std::vector<i
   PerplexityResult r;
   r.ctx = o.ctx;
   r.stream_tokens = static_cast<int64_t>(stream.size());
-  r.blocks = r.stream_tokens / o.ctx;
+  r.first_block = o.first_block;
+  r.blocks = r.stream_tokens / o.ctx - o.first_block;
   if (o.max_blocks > 0) r.blocks = std::min(r.blocks, o.max_blocks);
   r.tokens = r.blocks * (o.ctx - 1);
-  at::Tensor all = text::make_block_tensor(stream, o.ctx, {0, r.blocks});
+  at::Tensor all = text::make_block_tensor(stream, o.ctx, {o.first_block, o.first_block + r.blocks});
 
   const auto t0 = std::chrono::steady_clock::now();
   double total = 0;
@@ -79,7 +85,7 @@ PerplexityResult perplexity(const model::Transformer& model, const std::vector<i
     const double* s = sums.data_ptr<double>();
     for (int64_t i = 0; i < b; ++i) {
       check(std::isfinite(s[i]), k_op, "block {}: NLL is not finite; the model produced NaN/Inf",
-            start + i);
+            o.first_block + start + i);
       r.block_nll.push_back(s[i] / static_cast<double>(o.ctx - 1));
       total += s[i];
     }

@@ -24,6 +24,9 @@ struct PerplexityOptions {
   int64_t ctx = 0;         // block length in tokens, >= 2 and <= max_position_embeddings
   int64_t batch = 1;       // blocks per forward
   int64_t max_blocks = 0;  // 0 → all complete blocks; else at most this many (the first ones)
+  // Blocks before this one are skipped: blocks first_block.. are scored (a held-out range
+  // that avoids blocks used elsewhere, e.g. for calibration).
+  int64_t first_block = 0;
   ProgressFn progress;     // (done, total, "blocks", "ppl x.xx")
 };
 
@@ -34,11 +37,12 @@ struct PerplexityResult {
   std::optional<double> ppl_stderr;   // ppl · nll_stderr
   int64_t tokens = 0;                 // scored targets = blocks · (ctx − 1)
   int64_t blocks = 0;
+  int64_t first_block = 0;            // index of the first scored block in the stream
   int64_t ctx = 0;
   int64_t stream_tokens = 0;          // tokens in the whole stream
   double seconds = 0;                 // wall time of the forwards
   double tokens_per_second = 0;       // input tokens (blocks · ctx) per second
-  std::vector<double> block_nll;      // mean NLL of each block
+  std::vector<double> block_nll;      // mean NLL of each scored block, in stream order
 };
 
 // NLL of each target: logits [B, T, V] (float), targets [B, T] int64 → [B, T] fp64,
@@ -47,8 +51,8 @@ at::Tensor token_nll(const at::Tensor& logits, const at::Tensor& targets);
 
 // stream: token ids of the whole text (as a Tokenizer returns them, no BOS).
 // Throws oal::Error("[perplexity] ...") for ctx < 2, ctx beyond max_position_embeddings,
-// batch < 1, negative max_blocks, or a stream shorter than one block (saying how many
-// tokens it has and how many a block needs).
+// batch < 1, negative max_blocks or first_block, or a stream shorter than one block (or
+// without a block at first_block), saying how many tokens it has and how many are needed.
 PerplexityResult perplexity(const model::Transformer& model, const std::vector<int32_t>& stream,
                             const PerplexityOptions& options);
 
