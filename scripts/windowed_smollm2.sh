@@ -8,6 +8,10 @@
 #   table2   frozen fidelity (Table 2 protocol, layers LAYERS, ctx 1024, the paper's fitting
 #            budget) of oal, global and the windowed-only method beside S = 4, W = 64
 #   sweep    the same for oal (and global, which it starts from) at W = 16 and W = 256
+#   heldout  the long step's models paired at ctx 4096 on 20 more held-out blocks (7-26 of
+#            4096: past the calibration's 4-6; unadapted models never saw them), per-block
+#            NLL differences by scripts/paired_ppl.py (windowed OAL vs windowed-only, per W
+#            of LONG_WINDOWS)
 #   baselines  the same for the feature-map baselines (taylorshift, performer, dijiang,
 #            spectraformer) beside S = 4, W = 64: their parameters and c_h fitted jointly
 #   calib    oal and global fitted on all 30 layers beside S = SINKS, W = WINDOW (4 and 64
@@ -80,6 +84,16 @@ conv-oal-all-s4w64 conv-global-all-s4w64 conv-window-all-s4w64 conv-oal-hybrid c
 for step in $STEPS; do
   case $step in
     table2) linearize linearize-s4w64 4 64 oal,global,window ;;
+    heldout)
+      for W in $LONG_WINDOWS; do
+        for m in "conv-oal-hybrid-s4w$W-ctx4096" "conv-window-hybrid-s4w$W"; do
+          [ -e "$OUT/$m" ] || { echo "windowed_smollm2: $m missing: run the long step" >&2; exit 2; }
+          timed "ppl4096h-$m" "$OAL" ppl --model "$OUT/$m" --text "$T" --ctx 4096 --first-block 7 \
+            --max-blocks 20 --quiet --json
+        done
+        python3 scripts/paired_ppl.py --json "$OUT/ppl4096h-conv-window-hybrid-s4w$W.json" \
+          "$OUT/ppl4096h-conv-oal-hybrid-s4w$W-ctx4096.json" > "$OUT/paired4096h-s4w$W.json"
+      done ;;
     baselines) linearize linearize-s4w64-baselines 4 64 taylorshift,performer,dijiang,spectraformer ;;
     sweep)
       linearize linearize-s4w16 4 16 oal,global
