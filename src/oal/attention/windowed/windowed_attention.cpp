@@ -65,6 +65,12 @@ at::Tensor combine(const at::Tensor& m, const at::Tensor& a, const at::Tensor& z
   return (alpha.unsqueeze(-1) * a + beta.unsqueeze(-1) * n) / den.unsqueeze(-1);
 }
 
+// The base's query heads (0 without a base).
+int64_t base_q_heads(const QuadraticAttention* quadratic, const FeatureMapMethod* features) {
+  if (quadratic) return quadratic->kernels().heads();
+  return features ? features->q_heads() : 0;
+}
+
 }  // namespace
 
 at::Tensor windowed_log_kappa(const FeatureMapMethod& method, const at::Tensor& q,
@@ -80,12 +86,6 @@ at::Tensor windowed_log_kappa(const FeatureMapMethod& method, const at::Tensor& 
 }
 
 // ---- WindowedAttention ------------------------------------------------------------------
-
-// The base's query heads (0 without a base).
-int64_t base_q_heads(const QuadraticAttention* quadratic, const FeatureMapMethod* features) {
-  if (quadratic) return quadratic->kernels().heads();
-  return features ? features->q_heads() : 0;
-}
 
 WindowedAttention::WindowedAttention(std::shared_ptr<const AttentionMethod> base,
                                      Window window, at::Tensor log_scale, bool trainable)
