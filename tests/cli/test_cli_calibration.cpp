@@ -3,6 +3,8 @@
 // counts (--max-updates 100 --val-every 50 --patience 100) to keep CI time short; the
 // full protocol (1000 / 100 / 400) is the default and is what docs/results.md records.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -199,21 +201,25 @@ TEST(CliCalibration, LinearizeResumesWhatARunFinishedAndRefusesOtherSettings) {
 // the windowed-only method, fitted jointly with c_h), the layers scored by their weight
 // beyond the window, the two least-attending converted (auto:2) from the run, and the
 // converted model scored by `oal ppl`, then adapted with LoRA (c_h trained with the
-// kernel, the export windowed again). A window run refuses the feature-map baselines.
+// kernel, the export windowed again). A feature-map baseline (TaylorShift) is fitted
+// beside the same window, converted and scored too.
 TEST(CliCalibration, WindowedLinearizeScoreConvertAndPerplexity) {
   const auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
   const auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
   const fs::path dir = temp_dir("windowed"), run = dir / "run";
   const std::string common = " --model '" + model.string() + "' --text '" + text.string() + "' --ctx 128";
   Result lin = run_oal("linearize" + common + " --layers 1-3 --bootstrap 50 --max-updates 20 "
-                       "--val-every 10 --patience 20 --sinks 2 --window 8 --quiet --json --out '" +
+                       "--val-every 10 --patience 20 --sinks 2 --window 8 "
+                       "--methods softmax,oal,global,window,taylorshift --quiet --json --out '" +
                        run.string() + "'", dir);
   ASSERT_EQ(lin.status, 0) << lin.err;
   const auto j = nlohmann::json::parse(lin.out);
-  EXPECT_EQ(j["order"], nlohmann::json({"softmax", "oal", "global", "window"}));
+  auto order = j["order"].get<std::vector<std::string>>();
+  std::sort(order.begin(), order.end());
+  EXPECT_EQ(order, (std::vector<std::string>{"global", "oal", "softmax", "taylorshift", "window"}));
   EXPECT_EQ(j["sinks"], 2);
   EXPECT_EQ(j["window"], 8);
-  for (const char* m : {"oal", "global", "window"}) {
+  for (const char* m : {"oal", "global", "window", "taylorshift"}) {
     const double rel = j["methods"][m]["relmse_before_wo"].get<double>();
     EXPECT_TRUE(rel > 0 && rel < 1) << m << " " << rel;
   }
@@ -267,9 +273,16 @@ TEST(CliCalibration, WindowedLinearizeScoreConvertAndPerplexity) {
   EXPECT_EQ(fwj["kernel_parameters"], 0);  // no kernel: LoRA only
   EXPECT_EQ(nlohmann::json::parse(oal::test::read_file(dir / "ftw" / "model" / "oal_attention" / "calibration.json"))["window"], 8);
 
-  Result refused = run_oal("calibrate" + common + " --methods taylorshift --window 8 --out '" +
-                           (dir / "no").string() + "'", dir);
-  EXPECT_NE(refused.status, 0);
-  EXPECT_NE(refused.err.find("cannot be fitted beside a window"), std::string::npos) << refused.err;
+  // The windowed baseline from the same run: converted (its tau and c_h read back) and
+  // scored.
+  Result conv_t = run_oal("convert --model '" + model.string() + "' --calib '" + run.string() +
+                          "' --method taylorshift --layers 1-3 --json --out '" +
+                          (dir / "conv_t").string() + "'", dir);
+  ASSERT_EQ(conv_t.status, 0) << conv_t.err;
+  Result ppl_t = run_oal("ppl --model '" + (dir / "conv_t").string() + "' --text '" + text.string() +
+                         "' --ctx 128 --max-blocks 2 --quiet --json", dir);
+  ASSERT_EQ(ppl_t.status, 0) << ppl_t.err;
+  const double pt = nlohmann::json::parse(ppl_t.out)["ppl"].get<double>();
+  EXPECT_TRUE(std::isfinite(pt) && pt > 1) << pt;
   fs::remove_all(dir);
 }
