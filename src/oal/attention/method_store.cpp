@@ -22,11 +22,13 @@ nlohmann::json layer_json(const LayerMethods& lm, std::map<std::string, at::Tens
                           std::map<std::string, at::Tensor>& scales) {
   nlohmann::json lj{{"layer", lm.layer}};
   for (const auto& [name, m] : lm.methods) {
-    if (auto* w = dynamic_cast<const WindowedAttention*>(m.get()); w && w->base())
+    const auto* w = dynamic_cast<const WindowedAttention*>(m.get());
+    if (w && w->base())
       scales[fmt::format("{}.layers.{}.log_scale", name, lm.layer)] =
           w->log_scale().detach().to(at::kFloat).contiguous();
-    const auto* w = dynamic_cast<const WindowedAttention*>(m.get());
-    const FeatureMapMethod* fm = w ? w->feature_map() : dynamic_cast<const FeatureMapMethod*>(m.get());
+    // A feature-map baseline's tensors, windowed or not.
+    const FeatureMapMethod* fm =
+        w ? w->feature_map() : dynamic_cast<const FeatureMapMethod*>(m.get());
     if (!fm) continue;
     lj["q_heads"] = fm->q_heads();
     lj["kv_heads"] = fm->kv_heads();
