@@ -202,7 +202,8 @@ TEST(CliCalibration, LinearizeResumesWhatARunFinishedAndRefusesOtherSettings) {
 // beyond the window, the two least-attending converted (auto:2) from the run, and the
 // converted model scored by `oal ppl`, then adapted with LoRA (c_h trained with the
 // kernel, the export windowed again). A feature-map baseline (TaylorShift) is fitted
-// beside the same window, converted and scored too.
+// beside the same window, converted and scored too. The balance of a windowed conversion
+// is chosen by the converted model's perplexity (convert --balance-text).
 TEST(CliCalibration, WindowedLinearizeScoreConvertAndPerplexity) {
   const auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
   const auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
@@ -249,6 +250,34 @@ TEST(CliCalibration, WindowedLinearizeScoreConvertAndPerplexity) {
   ASSERT_EQ(ppl.status, 0) << ppl.err;
   const double p = nlohmann::json::parse(ppl.out)["ppl"].get<double>();
   EXPECT_TRUE(std::isfinite(p) && p > 1) << p;
+
+  // The balance chosen by the converted model's perplexity on blocks 10-11: one score per
+  // candidate, the lowest chosen, and the exported model scores what the chosen one did.
+  Result bal = run_oal("convert --model '" + model.string() + "' --calib '" + run.string() +
+                       "' --method oal --layers 1-3 --balance-text '" + text.string() +
+                       "' --balance-ctx 128 --balance-blocks 10-11 --balance-offsets 0,2 --quiet "
+                       "--json --out '" + (dir / "conv_b").string() + "'", dir);
+  ASSERT_EQ(bal.status, 0) << bal.err;
+  const auto bj = nlohmann::json::parse(bal.out)["balance"];
+  ASSERT_EQ(bj["scores"].size(), 3u);
+  EXPECT_EQ(bj["scores"][2]["candidate"], "window-only");
+  size_t lowest = 0;
+  for (size_t i = 1; i < 3; ++i)
+    if (bj["scores"][i]["nll"].get<double>() < bj["scores"][lowest]["nll"].get<double>()) lowest = i;
+  EXPECT_EQ(bj["chosen"], bj["scores"][lowest]["candidate"]);
+  Result ppl_b = run_oal("ppl --model '" + (dir / "conv_b").string() + "' --text '" + text.string() +
+                         "' --ctx 128 --first-block 10 --max-blocks 2 --quiet --json", dir);
+  ASSERT_EQ(ppl_b.status, 0) << ppl_b.err;
+  // The same weights and c_h (written as fp32, read back exactly) through the same code.
+  EXPECT_NEAR(nlohmann::json::parse(ppl_b.out)["nll"].get<double>(),
+              bj["scores"][lowest]["nll"].get<double>(), 1e-9);
+  // Without --balance-ctx: refused before anything is read or written.
+  Result no_ctx = run_oal("convert --model '" + model.string() + "' --calib '" + run.string() +
+                          "' --method oal --layers 1-3 --balance-text '" + text.string() +
+                          "' --out '" + (dir / "conv_x").string() + "'", dir);
+  EXPECT_NE(no_ctx.status, 0);
+  EXPECT_NE(no_ctx.err.find("--balance-text needs --balance-ctx"), std::string::npos) << no_ctx.err;
+  EXPECT_FALSE(fs::exists(dir / "conv_x"));
 
   // LoRA adaptation trains c_h with the kernel and exports windowed layers again.
   Result ft = run_oal("finetune --model '" + model.string() + "' --calib '" + run.string() +

@@ -8,30 +8,68 @@
 #include "command.h"
 #include "oal/attention/registry.h"
 #include "oal/convert/convert_run.h"
+#include "oal/core/error.h"
+#include "oal/text/corpus.h"
+#include "progress_bar.h"
 
 namespace {
 
 struct ConvertArgs {
   oal::convert::ConvertOptions o;
-  std::string calib, tokenizer, out, init = "initial";
-  bool json = false;
+  std::string calib, tokenizer, out, init = "initial", balance_text, balance_blocks = "24-25";
+  bool json = false, quiet = false;
 };
+
+// --balance-blocks "A-B" (or A:B, A) as the first block and a count; an open end is
+// refused (the blocks are scored once per candidate, so the user says how many).
+void set_balance_blocks(ConvertArgs& a) {
+  const auto r = oal::text::parse_block_range(a.balance_blocks);
+  oal::check(r.end > r.begin, "convert", "--balance-blocks '{}': expected a closed range such as 4-6",
+             a.balance_blocks);
+  a.o.balance.first_block = r.begin;
+  a.o.balance.blocks = r.end - r.begin;
+}
+
+nlohmann::json balance_json(const oal::convert::BalanceChoice& b, const ConvertArgs& a) {
+  nlohmann::json scores = nlohmann::json::array();
+  for (const auto& s : b.scores)
+    scores.push_back({{"candidate", s.describe()},
+                      {"offset", s.offset ? nlohmann::json(*s.offset) : nlohmann::json(nullptr)},
+                      {"nll", s.nll},
+                      {"ppl", s.ppl}});
+  return {{"text", a.balance_text}, {"ctx", a.o.balance.ctx},
+          {"first_block", a.o.balance.first_block}, {"blocks", a.o.balance.blocks},
+          {"chosen", b.best().describe()}, {"scores", scores}};
+}
 
 void run(ConvertArgs& a) {
   a.o.calib = a.calib;
   a.o.tokenizer = a.tokenizer;
   a.o.out = a.out;
   a.o.init = oal::convert::parse_kernel_init(a.init);
+  a.o.balance_text = a.balance_text;
+  set_balance_blocks(a);
+  oal::cli::ProgressBar bar("balance", !a.quiet && !a.balance_text.empty());
+  a.o.balance.progress = bar.fn();
   const auto r = oal::convert::run_convert(a.o);
+  bar.finish();
   if (a.json) {
-    fmt::print("{}\n",
-               nlohmann::json{{"method", r.method},
-                              {"layers", r.layers},
-                              {"layer_range", r.plan.range_rule},
-                              {"kernel_start", r.plan.from_calibration ? "calibrated" : "initial"},
-                              {"out", r.out.string()}}
-                   .dump(2));
+    nlohmann::json j{{"method", r.method},
+                     {"layers", r.layers},
+                     {"layer_range", r.plan.range_rule},
+                     {"kernel_start", r.plan.from_calibration ? "calibrated" : "initial"},
+                     {"out", r.out.string()}};
+    if (r.balance) j["balance"] = balance_json(*r.balance, a);
+    fmt::print("{}\n", j.dump(2));
     return;
+  }
+  if (r.balance) {
+    fmt::print("balance (perplexity of the converted model, blocks {}-{} of {} tokens):\n",
+               a.o.balance.first_block, a.o.balance.first_block + a.o.balance.blocks - 1,
+               a.o.balance.ctx);
+    for (size_t i = 0; i < r.balance->scores.size(); ++i)
+      fmt::print("  {:<12} ppl {:.4f}{}\n", r.balance->scores[i].describe(),
+                 r.balance->scores[i].ppl, i == r.balance->chosen ? "  <- chosen" : "");
   }
   fmt::print("layer range: {}\n", r.plan.range_rule.empty() ? "none (softmax)" : r.plan.range_rule);
   fmt::print("converted layers [{}] to {} ({} parameters); written to {}\n",
@@ -72,6 +110,22 @@ oal::cli::Registrar reg{
                      "Scores from `oal layer-scores --out FILE`, for --layers auto:K");
       app.add_option("--out", a->out, "Output directory")->required();
       app.add_option("--tokenizer", a->tokenizer, "Tokenizer file (default: beside the model)");
+      app.add_option("--balance-text", a->balance_text,
+                     "Choose the balance of a windowed conversion by the converted model's "
+                     "perplexity on blocks of this text: every c_h shifted by one offset, or the "
+                     "windowed-only rule; the lowest is kept (docs/adapt.md). Use blocks that "
+                     "the evaluation does not");
+      app.add_option("--balance-ctx", a->o.balance.ctx,
+                     "Tokens per block for --balance-text (the context the model should serve)");
+      app.add_option("--balance-blocks", a->balance_blocks,
+                     "Blocks of --balance-text scored per candidate, A-B inclusive")
+          ->capture_default_str();
+      app.add_option("--balance-offsets", a->o.balance.offsets,
+                     "Candidate offsets subtracted from every c_h (the windowed-only rule is "
+                     "always a candidate too)")
+          ->delimiter(',')
+          ->capture_default_str();
+      app.add_flag("--quiet", a->quiet, "No progress bar");
       app.add_flag("--json", a->json, "Machine-readable output");
       return [a] { run(*a); };
     }};

@@ -23,11 +23,11 @@ attn::MethodShape shape(const LayerContext& c) {
 // c_h of a window-heavy start: the exact part outweighs the kernel by e^8 per key, so
 // the fit starts next to the windowed-only method.
 constexpr double k_window_heavy_log_scale = -8.0;
-// c_h of the windowed-only candidate: e^-30 of an exact key's weight per far key, under
-// 1e-8 of the exact part's even over 32K keys. Being kept beside the fits, it makes the
-// windowed-only method reachable at any context, which the window-heavy start is not
-// (its κ weight, e^-8 per key, grows with the number of keys beyond the window).
-constexpr double k_window_only_log_scale = -30.0;
+// The windowed-only candidate's c_h (attn::k_window_only_log_scale) is kept beside the
+// fits: it makes the windowed-only method reachable at any context, which the
+// window-heavy start is not (its κ weight, e^-8 per key, grows with the number of keys
+// beyond the window).
+using attn::k_window_only_log_scale;
 
 // Query head h's tensors (and its KV head's) as a one-head problem.
 FitData head_data(const FitData& d, int64_t h) {

@@ -7,6 +7,8 @@
 #include "oal/core/error.h"
 #include "oal/formats/find_tokenizer.h"
 #include "oal/formats/load.h"
+#include "oal/text/corpus.h"
+#include "oal/text/tokenizer.h"
 
 namespace oal::convert {
 namespace fs = std::filesystem;
@@ -59,6 +61,11 @@ ConversionPlan plan_conversion(const ConvertOptions& o, int64_t num_layers) {
 
 ConvertResult run_convert(const ConvertOptions& o) {
   check(!o.out.empty(), "convert", "no output directory given (--out)");
+  check(o.balance_text.empty() || o.balance.ctx >= 2, "convert",
+        "--balance-text needs --balance-ctx N (tokens per scored block, >= 2)");
+  // A bad text file fails before the model is read.
+  const std::string balance_text =
+      o.balance_text.empty() ? std::string() : text::read_text_file(o.balance_text);
   model::ModelWeights w = formats::load_model(o.model);
   const ConversionPlan plan = plan_conversion(o, w.config.num_layers);
   const auto& layers = plan.layers;
@@ -66,8 +73,13 @@ ConvertResult run_convert(const ConvertOptions& o) {
   const fs::path tok = formats::find_tokenizer(o.model, o.tokenizer);
   model::Transformer t(w);
   adapt::apply_hybrid(t, methods);
+  ConvertResult r{layers, o.method, o.out, plan};
+  if (!o.balance_text.empty()) {
+    const auto stream = text::load_tokenizer(tok)->encode(balance_text, false);
+    r.balance = choose_balance(t, methods, stream, o.balance);  // t keeps the chosen one
+  }
   export_converted(o.out, w, t, o.method, layers, o.model, tok);
-  return {layers, o.method, o.out, plan};
+  return r;
 }
 
 }  // namespace oal::convert

@@ -3,10 +3,12 @@
 // build their methods from a calibration run, export a converted directory (convert.h).
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "oal/attention/method_names.h"
+#include "oal/convert/balance.h"
 #include "oal/convert/convert.h"
 
 namespace oal::convert {
@@ -23,6 +25,10 @@ struct ConvertOptions {
   std::filesystem::path out;         // converted directory to write
   KernelInit init = KernelInit::initial;  // baselines from their initial values (App. F)
   attn::Window window{};             // must match the run's; builds "window" without a run
+  // Text whose blocks choose the balance of a windowed conversion by the model's loss
+  // (balance.h; `balance` says which blocks at which ctx); empty: the calibrated c_h.
+  std::filesystem::path balance_text;
+  BalanceOptions balance;
 };
 
 // How the converted layers were chosen and where their parameters start, for printing.
@@ -37,6 +43,7 @@ struct ConvertResult {
   std::string method;
   std::filesystem::path out;
   ConversionPlan plan;
+  std::optional<BalanceChoice> balance;  // when balance_text was given
 };
 
 // The layers and parameter start of a conversion of a `num_layers` model. Throws

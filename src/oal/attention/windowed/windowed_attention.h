@@ -43,6 +43,11 @@ namespace oal::attn {
 // Query rows per block of the exact part.
 inline constexpr int64_t k_exact_chunk = 64;
 
+// c_h of the windowed-only rule kept beside a kernel: e^-30 of an exact key's weight per
+// far key, under 1e-8 of the exact part's even over 32K keys, so the layer is the
+// windowed-only method at any context while keeping its kernel (and its stored form).
+inline constexpr double k_window_only_log_scale = -30.0;
+
 class WindowedAttention : public AttentionMethod {
  public:
   // base: the linear method of R (a QuadraticAttention: OAL or the learned global kernel,
