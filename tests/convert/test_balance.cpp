@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error_of.h"
 #include "common/tiny_model.h"
 #include "oal/adapt/hybrid.h"
 #include "oal/attention/oal/quadratic.h"
@@ -69,15 +70,7 @@ LayerMethods with_log_scales(const LayerMethods& methods, const std::function<at
   return out;
 }
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(Balance, OffsetsShiftEveryLogScaleAndLeaveTheInputs) {
   const auto w = test::tiny_weights(3);

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/error_of.h"
 #include "common/temp_dir.h"
 #include "common/tiny_model.h"
 #include "oal/adapt/hybrid.h"
@@ -67,15 +68,7 @@ void write_two_method_run(const std::filesystem::path& dir, const model::ModelWe
   attn::write_method_store(dir, run);
 }
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(Fingerprint, IdentifiesTheEmbeddingNotTheAdaptedAttention) {
   const auto a = test::tiny_weights(1), b = test::tiny_weights(2);

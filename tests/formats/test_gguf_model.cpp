@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "common/error_of.h"
 #include "common/sha256.h"
 #include "common/temp_dir.h"
 #include "common/tiny_model.h"
@@ -33,14 +34,7 @@ namespace {
 constexpr uint32_t k_f32 = static_cast<uint32_t>(io::GgmlType::F32);
 constexpr uint32_t k_f16 = static_cast<uint32_t>(io::GgmlType::F16);
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 std::string load_error(const std::filesystem::path& p) {
   try {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/error_of.h"
 #include "common/temp_dir.h"
 #include "oal/core/error.h"
 #include "oal/io/gguf_writer.h"
@@ -38,14 +39,7 @@ text::SpmVocab hand_vocab() {
   return v;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 nlohmann::json reference() {
   std::ifstream in("tests/text/data/spm_reference.json");
