@@ -12,6 +12,12 @@
 #            4096: past the calibration's 4-6; unadapted models never saw them), per-block
 #            NLL differences by scripts/paired_ppl.py (windowed OAL vs windowed-only, per W
 #            of LONG_WINDOWS)
+#   balance  the long step's windowed OAL converted again with its balance chosen by the
+#            converted model's perplexity (oal convert --balance-text: one offset on every
+#            c_h, or the windowed-only rule) on the calibration's 4096-token blocks 4-6;
+#            perplexity at ctx 1024 and 4096, the 20 held-out blocks, paired against the
+#            windowed-only rule at 1024 and on the held-out blocks, passkey (per W of
+#            LONG_WINDOWS; needs long and heldout)
 #   baselines  the same for the feature-map baselines (taylorshift, performer, dijiang,
 #            spectraformer) beside S = 4, W = 64: their parameters and c_h fitted jointly
 #   calib    oal and global fitted on all 30 layers beside S = SINKS, W = WINDOW (4 and 64
@@ -93,6 +99,23 @@ for step in $STEPS; do
         done
         python3 scripts/paired_ppl.py --json "$OUT/ppl4096h-conv-window-hybrid-s4w$W.json" \
           "$OUT/ppl4096h-conv-oal-hybrid-s4w$W-ctx4096.json" > "$OUT/paired4096h-s4w$W.json"
+      done ;;
+    balance)
+      for W in $LONG_WINDOWS; do
+        run="calib-oal-hybrid-s4w$W-ctx4096" m="conv-oal-hybrid-s4w$W-ctx4096-bal" w="conv-window-hybrid-s4w$W"
+        [ -f "$OUT/$run/calibration.json" ] || { echo "windowed_smollm2: $run missing: run the long step" >&2; exit 2; }
+        timed "$m" "$OAL" convert --model "$M" --calib "$OUT/$run" --method oal --out "$OUT/$m" \
+          --balance-text "$T" --balance-ctx 4096 --balance-blocks 4-6 --quiet --json
+        timed "ppl1024-$m" "$OAL" ppl --model "$OUT/$m" --text "$T" --ctx 1024 --max-blocks 16 --quiet --json
+        timed "ppl4096-$m" "$OAL" ppl --model "$OUT/$m" --text "$T" --ctx 4096 --max-blocks 4 --quiet --json
+        timed "ppl4096h-$m" "$OAL" ppl --model "$OUT/$m" --text "$T" --ctx 4096 --first-block 7 \
+          --max-blocks 20 --quiet --json
+        timed "passkey-$m" "$OAL" eval --model "$OUT/$m" --task passkey --lengths 1024,4096,8192 \
+          --trials 1 --quiet --json
+        python3 scripts/paired_ppl.py --json "$OUT/ppl1024-$w.json" "$OUT/ppl1024-$m.json" \
+          > "$OUT/paired1024-s4w$W-bal.json"
+        python3 scripts/paired_ppl.py --json "$OUT/ppl4096h-$w.json" "$OUT/ppl4096h-$m.json" \
+          > "$OUT/paired4096h-s4w$W-bal.json"
       done ;;
     baselines) linearize linearize-s4w64-baselines 4 64 taylorshift,performer,dijiang,spectraformer ;;
     sweep)
