@@ -35,7 +35,8 @@
 #            layers 3-26, 50 updates, at W = 64 and 256; converted with the windowed-only
 #            rule at the same W; perplexity at ctx 1024 and 4096; Table 2 of the
 #            windowed-only rule at W = 256 (not in the default STEPS: ~45 min; LONG_WINDOWS
-#            picks the windows, "64 256" unless set)
+#            picks the windows, "64 256" unless set; LONG_LAYERS=0-29 fits and converts every
+#            layer instead, into calib-oal-all-... / conv-*-all-...)
 #
 # Environment: OAL=build/release/oal OUT=runs/smollm2 LAYERS=5,15,25 UPDATES=1000
 #   VAL_EVERY=100 PATIENCE=400 STEPS=... SINKS=4 WINDOW=64 (the calib step's)
@@ -51,6 +52,12 @@ STEPS=${STEPS:-table2 calib convert ppl passkey sweep plain}
 SINKS=${SINKS:-4}
 WINDOW=${WINDOW:-64}
 LONG_WINDOWS=${LONG_WINDOWS:-64 256}
+LONG_LAYERS=${LONG_LAYERS:-3-26}
+case $LONG_LAYERS in
+  3-26) LONG_TAG=hybrid ;;
+  0-29) LONG_TAG=all ;;
+  *) echo "windowed_smollm2: LONG_LAYERS must be 3-26 (paper range) or 0-29 (every layer)" >&2; exit 2 ;;
+esac
 M=${OAL_MODEL_CACHE:-.cache/models}/SmolLM2-135M-Instruct.Q4_1.gguf
 T=../shared/data/wikitext2-test.raw
 [ -f "$M" ] || bash scripts/fetch-models.sh
@@ -92,19 +99,19 @@ for step in $STEPS; do
     table2) linearize linearize-s4w64 4 64 oal,global,window ;;
     heldout)
       for W in $LONG_WINDOWS; do
-        for m in "conv-oal-hybrid-s4w$W-ctx4096" "conv-window-hybrid-s4w$W"; do
+        for m in "conv-oal-$LONG_TAG-s4w$W-ctx4096" "conv-window-$LONG_TAG-s4w$W"; do
           [ -e "$OUT/$m" ] || { echo "windowed_smollm2: $m missing: run the long step" >&2; exit 2; }
           timed "ppl4096h-$m" "$OAL" ppl --model "$OUT/$m" --text "$T" --ctx 4096 --first-block 7 \
             --max-blocks 20 --quiet --json
         done
-        python3 scripts/paired_ppl.py --json "$OUT/ppl4096h-conv-window-hybrid-s4w$W.json" \
-          "$OUT/ppl4096h-conv-oal-hybrid-s4w$W-ctx4096.json" > "$OUT/paired4096h-s4w$W.json"
+        python3 scripts/paired_ppl.py --json "$OUT/ppl4096h-conv-window-$LONG_TAG-s4w$W.json" \
+          "$OUT/ppl4096h-conv-oal-$LONG_TAG-s4w$W-ctx4096.json" > "$OUT/paired4096h-$LONG_TAG-s4w$W.json"
       done ;;
     balance)
       for W in $LONG_WINDOWS; do
-        run="calib-oal-hybrid-s4w$W-ctx4096" m="conv-oal-hybrid-s4w$W-ctx4096-bal" w="conv-window-hybrid-s4w$W"
+        run="calib-oal-$LONG_TAG-s4w$W-ctx4096" m="conv-oal-$LONG_TAG-s4w$W-ctx4096-bal" w="conv-window-$LONG_TAG-s4w$W"
         [ -f "$OUT/$run/calibration.json" ] || { echo "windowed_smollm2: $run missing: run the long step" >&2; exit 2; }
-        timed "$m" "$OAL" convert --model "$M" --calib "$OUT/$run" --method oal --out "$OUT/$m" \
+        timed "$m" "$OAL" convert --model "$M" --calib "$OUT/$run" --method oal --layers "$LONG_LAYERS" --out "$OUT/$m" \
           --balance-text "$T" --balance-ctx 4096 --balance-blocks 4-6 --quiet --json
         timed "ppl1024-$m" "$OAL" ppl --model "$OUT/$m" --text "$T" --ctx 1024 --max-blocks 16 --quiet --json
         timed "ppl4096-$m" "$OAL" ppl --model "$OUT/$m" --text "$T" --ctx 4096 --max-blocks 4 --quiet --json
@@ -113,9 +120,9 @@ for step in $STEPS; do
         timed "passkey-$m" "$OAL" eval --model "$OUT/$m" --task passkey --lengths 1024,4096,8192 \
           --trials 1 --quiet --json
         python3 scripts/paired_ppl.py --json "$OUT/ppl1024-$w.json" "$OUT/ppl1024-$m.json" \
-          > "$OUT/paired1024-s4w$W-bal.json"
+          > "$OUT/paired1024-$LONG_TAG-s4w$W-bal.json"
         python3 scripts/paired_ppl.py --json "$OUT/ppl4096h-$w.json" "$OUT/ppl4096h-$m.json" \
-          > "$OUT/paired4096h-s4w$W-bal.json"
+          > "$OUT/paired4096h-$LONG_TAG-s4w$W-bal.json"
       done ;;
     baselines) linearize linearize-s4w64-baselines 4 64 taylorshift,performer,dijiang,spectraformer ;;
     sweep)
@@ -152,14 +159,14 @@ for step in $STEPS; do
       done ;;
     long)
       for W in $LONG_WINDOWS; do
-        run="calib-oal-hybrid-s4w$W-ctx4096"
+        run="calib-oal-$LONG_TAG-s4w$W-ctx4096"
         [ -f "$OUT/$run/calibration.json" ] || timed "$run" "$OAL" calibrate --model "$M" --text "$T" \
-          --groups "$OUT/groups-all.json" --methods oal --ctx 4096 --layers 3-26 --train-blocks 4-5 \
+          --groups "$OUT/groups-all.json" --methods oal --ctx 4096 --layers "$LONG_LAYERS" --train-blocks 4-5 \
           --val-blocks 6 --eval-blocks 0-3 --max-updates 50 --val-every 25 --patience 50 \
           --sinks 4 --window "$W" --out "$OUT/$run" --quiet --json
-        convert "conv-oal-hybrid-s4w$W-ctx4096" --calib "$OUT/$run" --method oal
-        convert "conv-window-hybrid-s4w$W" --method window --sinks 4 --window "$W"
-        for m in "conv-oal-hybrid-s4w$W-ctx4096" "conv-window-hybrid-s4w$W"; do
+        convert "conv-oal-$LONG_TAG-s4w$W-ctx4096" --calib "$OUT/$run" --method oal --layers "$LONG_LAYERS"
+        convert "conv-window-$LONG_TAG-s4w$W" --method window --sinks 4 --window "$W" --layers "$LONG_LAYERS"
+        for m in "conv-oal-$LONG_TAG-s4w$W-ctx4096" "conv-window-$LONG_TAG-s4w$W"; do
           timed "ppl1024-$m" "$OAL" ppl --model "$OUT/$m" --text "$T" --ctx 1024 --max-blocks 16 --quiet --json
           timed "ppl4096-$m" "$OAL" ppl --model "$OUT/$m" --text "$T" --ctx 4096 --max-blocks 4 --quiet --json
         done
