@@ -203,7 +203,8 @@ TEST(CliCalibration, LinearizeResumesWhatARunFinishedAndRefusesOtherSettings) {
 // converted model scored by `oal ppl`, then adapted with LoRA (c_h trained with the
 // kernel, the export windowed again). A feature-map baseline (TaylorShift) is fitted
 // beside the same window, converted and scored too. The balance of a windowed conversion
-// is chosen by the converted model's perplexity (convert --balance-text).
+// is chosen by the converted model's perplexity (convert --balance-text), also for the
+// adapted model (a converted --model is its own run).
 TEST(CliCalibration, WindowedLinearizeScoreConvertAndPerplexity) {
   const auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
   const auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
@@ -288,6 +289,31 @@ TEST(CliCalibration, WindowedLinearizeScoreConvertAndPerplexity) {
   EXPECT_TRUE(fs::exists(dir / "ft" / "model" / "oal_attention" / "window.safetensors"));
   EXPECT_EQ(nlohmann::json::parse(oal::test::read_file(dir / "ft" / "model" / "oal_attention" / "calibration.json"))["window"], 8);
 
+  // The adapted model rebalanced: a converted --model without --calib is its own run and
+  // keeps its own layers. Offset 0 is the adapted model itself, so its score must equal
+  // `oal ppl` of the adapted directory on the same blocks (same weights and c_h, read
+  // back exactly, through the same code: 1e-9).
+  const fs::path adapted = dir / "ft" / "model";
+  Result rebal = run_oal("convert --model '" + adapted.string() + "' --balance-text '" + text.string() +
+                         "' --balance-ctx 128 --balance-blocks 10-11 --balance-offsets 0,2 --quiet "
+                         "--json --out '" + (dir / "ft_b").string() + "'", dir);
+  ASSERT_EQ(rebal.status, 0) << rebal.err;
+  const auto rj = nlohmann::json::parse(rebal.out);
+  EXPECT_EQ(rj["layers"], (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_NE(rj["layer_range"].get<std::string>().find("converted model's own"), std::string::npos);
+  Result ppl_ft = run_oal("ppl --model '" + adapted.string() + "' --text '" + text.string() +
+                          "' --ctx 128 --first-block 10 --max-blocks 2 --quiet --json", dir);
+  ASSERT_EQ(ppl_ft.status, 0) << ppl_ft.err;
+  EXPECT_EQ(rj["balance"]["scores"][0]["candidate"], "offset 0");
+  EXPECT_NEAR(rj["balance"]["scores"][0]["nll"].get<double>(),
+              nlohmann::json::parse(ppl_ft.out)["nll"].get<double>(), 1e-9);
+  // Another method than the directory's needs its own run: refused, nothing written.
+  Result other_method = run_oal("convert --model '" + adapted.string() + "' --method global --out '" +
+                                (dir / "ft_g").string() + "'", dir);
+  EXPECT_NE(other_method.status, 0);
+  EXPECT_NE(other_method.err.find("running 'oal': pass --method oal"), std::string::npos) << other_method.err;
+  EXPECT_FALSE(fs::exists(dir / "ft_g"));
+
   // The windowed-only method needs no run: finetune takes its window from --sinks /
   // --window, and the layers from the scores (auto:K) as convert does.
   Result ftw = run_oal("finetune --model '" + model.string() + "' --method window --sinks 2 --window 8 "
@@ -313,5 +339,15 @@ TEST(CliCalibration, WindowedLinearizeScoreConvertAndPerplexity) {
   ASSERT_EQ(ppl_t.status, 0) << ppl_t.err;
   const double pt = nlohmann::json::parse(ppl_t.out)["ppl"].get<double>();
   EXPECT_TRUE(std::isfinite(pt) && pt > 1) << pt;
+  // Converted again from itself, a baseline keeps its stored parameters (not its initial
+  // ones): the same perplexity, exactly as above.
+  Result again_t = run_oal("convert --model '" + (dir / "conv_t").string() +
+                           "' --method taylorshift --json --out '" + (dir / "conv_t2").string() + "'", dir);
+  ASSERT_EQ(again_t.status, 0) << again_t.err;
+  Result ppl_t2 = run_oal("ppl --model '" + (dir / "conv_t2").string() + "' --text '" + text.string() +
+                          "' --ctx 128 --max-blocks 2 --quiet --json", dir);
+  ASSERT_EQ(ppl_t2.status, 0) << ppl_t2.err;
+  EXPECT_NEAR(nlohmann::json::parse(ppl_t2.out)["nll"].get<double>(),
+              nlohmann::json::parse(ppl_t.out)["nll"].get<double>(), 1e-9);
   fs::remove_all(dir);
 }

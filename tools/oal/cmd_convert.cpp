@@ -83,7 +83,10 @@ oal::cli::Registrar reg{
       auto a = std::make_shared<ConvertArgs>();
       app.add_option("--model", a->o.model, "Source model (HF dir, .gguf file or llama2.c .bin)")
           ->required();
-      app.add_option("--calib", a->calib, "Calibration run directory (oal calibrate)");
+      app.add_option("--calib", a->calib,
+                     "Calibration run directory (oal calibrate). Without it, a converted "
+                     "--model (e.g. an adapted one, to rebalance) is its own run: its kernels "
+                     "and, unless --layers is given, its layers");
       app.add_option("--method", a->o.method,
                      oal::attn::method_list(" | "))
           ->capture_default_str();

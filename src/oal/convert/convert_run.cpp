@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include "oal/adapt/hybrid.h"
+#include "oal/attention/registry.h"
 #include "oal/analysis/layer_scores.h"
 #include "oal/core/error.h"
+#include "oal/core/ranges.h"
+#include "oal/formats/converted.h"
 #include "oal/formats/find_tokenizer.h"
 #include "oal/formats/load.h"
 #include "oal/text/corpus.h"
@@ -42,6 +45,25 @@ void plan_auto_layers(const ConvertOptions& o, int64_t num_layers, ConversionPla
                   k, s.layers.size(), s.window.describe(), o.layer_scores.string());
 }
 
+// A converted directory as --model without --calib (an adapted model to rebalance): its
+// own stored kernels are the run, and its converted layers the default range, so its
+// other layers stay as they were adapted rather than falling back to the default rule.
+ConvertOptions from_converted_source(ConvertOptions o) {
+  const bool needs_run = !is_exact_method(o.method) &&
+                         attn::method_spec(o.method).kind != attn::MethodKind::window;
+  if (!o.calib.empty() || !needs_run) return o;
+  const std::optional<formats::Conversion> c = formats::read_conversion(o.model);
+  if (!c) return o;
+  check(c->method == o.method, "convert",
+        "{} is a converted model running '{}': pass --method {} to use its kernels, or "
+        "--calib RUN for another method",
+        o.model, c->method, c->method);
+  o.calib = fs::path(o.model) / formats::k_converted_attention_dir;
+  o.init = KernelInit::calibrated;  // its stored parameters are the trained ones
+  if (o.layers.empty() || o.layers == "default") o.layers = format_index_list(c->layers);
+  return o;
+}
+
 }  // namespace
 
 ConversionPlan plan_conversion(const ConvertOptions& o, int64_t num_layers) {
@@ -59,7 +81,8 @@ ConversionPlan plan_conversion(const ConvertOptions& o, int64_t num_layers) {
   return p;
 }
 
-ConvertResult run_convert(const ConvertOptions& o) {
+ConvertResult run_convert(const ConvertOptions& options) {
+  const ConvertOptions o = from_converted_source(options);
   check(!o.out.empty(), "convert", "no output directory given (--out)");
   check(o.balance_text.empty() || o.balance.ctx >= 2, "convert",
         "--balance-text needs --balance-ctx N (tokens per scored block, >= 2)");
@@ -67,7 +90,9 @@ ConvertResult run_convert(const ConvertOptions& o) {
   const std::string balance_text =
       o.balance_text.empty() ? std::string() : text::read_text_file(o.balance_text);
   model::ModelWeights w = formats::load_model(o.model);
-  const ConversionPlan plan = plan_conversion(o, w.config.num_layers);
+  ConversionPlan plan = plan_conversion(o, w.config.num_layers);
+  if (o.layers != options.layers)
+    plan.range_rule = fmt::format("the converted model's own layers ({})", o.layers);
   const auto& layers = plan.layers;
   auto methods = methods_from_calibration(o.calib, w, o.method, layers, false, o.init, o.window);
   const fs::path tok = formats::find_tokenizer(o.model, o.tokenizer);

@@ -105,15 +105,9 @@ std::optional<nlohmann::json> conversion_config(const fs::path& path) {
 }
 
 // The "oal_conversion" marker of a converted directory's config.json, checked: the
-// format, the model it was made for, the method and the converted layers. A malformed
-// marker (missing or mistyped fields, a non-integer layer) is an oal::Error naming it.
-struct ConversionMarker {
-  std::string method;
-  std::vector<int64_t> layers;
-};
-
-ConversionMarker read_marker(const std::string& path, const nlohmann::json& config,
-                             const std::string& fingerprint) {
+// format, the method and the converted layers. A malformed marker (missing or mistyped
+// fields, a non-integer layer) is an oal::Error naming it.
+Conversion read_marker(const std::string& path, const nlohmann::json& config) {
   const nlohmann::json& m = config.at(k_conversion_marker);
   const auto bad = [&](const std::string& what) {
     fail(k_op,
@@ -130,17 +124,16 @@ ConversionMarker read_marker(const std::string& path, const nlohmann::json& conf
   check(string_field("format") == "oal-converted" &&
             io::json_int_or(m, "version", 0, k_op, where + " version") == 1,
         k_op, "{}: 'oal_conversion' must be format oal-converted version 1", path);
-  check(string_field("model_fingerprint") == fingerprint, k_op,
-        "{}: config.json does not match the model the conversion was made for", path);
   if (!m.contains("layers")) bad("has no array 'layers'");
-  return {string_field("method"), io::json_int_list(m.at("layers"), k_op, where + " layers")};
+  return {string_field("method"), io::json_int_list(m.at("layers"), k_op, where + " layers"),
+          string_field("model_fingerprint")};
 }
 
 // The converted layers' methods as stored (a converted directory stores them as they
 // are to be used); none for the exact method.
 std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> stored_methods(
     const std::string& path, const model::ModelConfig& config, const std::string& fingerprint,
-    const ConversionMarker& marker) {
+    const Conversion& marker) {
   std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> out;
   if (attn::method_spec(marker.method).kind == attn::MethodKind::exact) return out;
   const attn::MethodStore store =
@@ -154,6 +147,12 @@ std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> stored_methods(
 
 }  // namespace
 
+std::optional<Conversion> read_conversion(const fs::path& path) {
+  const std::optional<nlohmann::json> config = conversion_config(path);
+  if (!config) return std::nullopt;
+  return read_marker(path.string(), *config);
+}
+
 std::unique_ptr<model::Transformer> build_transformer(model::ModelWeights weights,
                                                       const std::string& path,
                                                       model::TransformerOptions options,
@@ -166,7 +165,9 @@ std::unique_ptr<model::Transformer> build_transformer(model::ModelWeights weight
   const std::string fingerprint = config ? model_fingerprint(weights) : std::string();
   auto t = std::make_unique<model::Transformer>(weights, options);
   if (!config) return t;
-  const ConversionMarker marker = read_marker(path, *config, fingerprint);
+  const Conversion marker = read_marker(path, *config);
+  check(marker.model_fingerprint == fingerprint, k_op,
+        "{}: config.json does not match the model the conversion was made for", path);
   adapt::apply_hybrid(*t, stored_methods(path, weights.config, fingerprint, marker));
   return t;
 }

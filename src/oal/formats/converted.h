@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,18 @@ namespace oal::formats {
 // config.json's key that marks a converted directory, and its methods' subdirectory.
 inline constexpr const char* k_conversion_marker = "oal_conversion";
 inline constexpr const char* k_converted_attention_dir = "oal_attention";
+
+// What a converted directory's "oal_conversion" marker records.
+struct Conversion {
+  std::string method;              // the converted layers' method (registry name)
+  std::vector<int64_t> layers;     // the converted layers
+  std::string model_fingerprint;   // formats/fingerprint.h of the backbone it was made for
+};
+
+// The marker of `path` when it is a converted directory (its config.json has
+// "oal_conversion"), nullopt for any other path. Throws oal::Error("[convert] ...") for
+// a malformed marker. The fingerprint is not compared here (the weights are not read).
+std::optional<Conversion> read_conversion(const std::filesystem::path& path);
 
 // Checks, before any work, that `store` can give `layers` of the model `weights` the
 // method `method`: the store holds the method, every layer is stored and < num_layers,
