@@ -27,6 +27,7 @@
 #
 # Environment: OAL=build/release/oal OUT=runs/table3-windowed RECORDS=docs/records/table3-windowed
 #   METHODS="oal-s4w64 softmax" RANGE=3-26 STEPS=256|64 EVAL=ppl,passkey TRAIN_CTX=1024
+#   BALANCE=1 (the adapted windowed model rebalanced: see the step at the end)
 #   CALIB=DIR (a calibration run to start the kernels from instead of calib-all-sSwW, e.g.
 #   runs/smollm2/calib-oal-hybrid-s4w256-ctx4096 of windowed_smollm2.sh's long step)
 set -euo pipefail
@@ -104,5 +105,19 @@ for name in $METHODS; do
   if [[ $EVAL == *passkey* ]]; then
     record "$name$tag-passkey" "$OAL" eval --model "$adapted" --task passkey --lengths 1024,4096,8192 \
       --trials 1 --quiet --json
+  fi
+  # BALANCE=1: the adapted model's balance chosen by its own perplexity (oal convert
+  # --balance-text on the adapted directory: its own kernels and layers) on the 4096-token
+  # blocks 4-6 (tokens 16,384-28,671: calibration and LoRA validation text, apart from
+  # the evaluated blocks 0-15 and from training); the chosen model in $run/model-bal.
+  if [ "${BALANCE:-0}" = 1 ] && [ -n "$calib_dir" ]; then
+    record "$name$tag-balance" "$OAL" convert --model "$adapted" --method "$method" \
+      --out "$run/model-bal" --balance-text "$T" --balance-ctx 4096 --balance-blocks 4-6 --quiet --json
+    record "$name$tag-bal-ppl1024" "$OAL" ppl --model "$run/model-bal" --text "$T" --ctx 1024 --max-blocks 16 --quiet --json
+    record "$name$tag-bal-ppl4096" "$OAL" ppl --model "$run/model-bal" --text "$T" --ctx 4096 --max-blocks 4 --quiet --json
+    if [[ $EVAL == *passkey* ]]; then
+      record "$name$tag-bal-passkey" "$OAL" eval --model "$run/model-bal" --task passkey \
+        --lengths 1024,4096,8192 --trials 1 --quiet --json
+    fi
   fi
 done
