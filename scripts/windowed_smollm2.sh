@@ -25,9 +25,10 @@
 #            paper's budget, as the plain Table 3 conversion), groups from the analysis of
 #            all layers (runs/smollm2/analysis, made here when missing)
 #   convert  paper range (3-26) and every layer: windowed oal and global, the
-#            windowed-only method (no fit), and plain oal / global once `plain` has run;
-#            unadapted
-#   plain    the plain fit of all 30 layers (calib-all), for the plain conversions
+#            windowed-only method (no fit); unadapted
+#   plain    the plain fit of all 30 layers (calib-all), the plain oal and global
+#            conversions of the paper range and of every layer (conv-{oal,global}-{hybrid,all}),
+#            unadapted, and their perplexity at ctx 1024 and 4096 as the ppl step's
 #   ppl      perplexity at ctx 1024 (blocks 0-15) and ctx 4096 (blocks 0-3: the same text)
 #   passkey  recall at 1K/4K/8K (key depths 0-0.75 lie outside the window; depth 1 inside)
 #   long     fitted at the run's context: oal (and the global fit it starts from) on
@@ -36,7 +37,9 @@
 #            rule at the same W; perplexity at ctx 1024 and 4096; Table 2 of the
 #            windowed-only rule at W = 256 (not in the default STEPS: ~45 min; LONG_WINDOWS
 #            picks the windows, "64 256" unless set; LONG_LAYERS=0-29 fits and converts every
-#            layer instead, into calib-oal-all-... / conv-*-all-...)
+#            layer instead, into calib-oal-all-... / conv-*-all-...; LONG_METHOD=global
+#            fits the learned global kernel instead, into calib-global-... / conv-global-...;
+#            heldout and balance take the oal models)
 #
 # Environment: OAL=build/release/oal OUT=runs/smollm2 LAYERS=5,15,25 UPDATES=1000
 #   VAL_EVERY=100 PATIENCE=400 STEPS=... SINKS=4 WINDOW=64 (the calib step's)
@@ -53,6 +56,7 @@ SINKS=${SINKS:-4}
 WINDOW=${WINDOW:-64}
 LONG_WINDOWS=${LONG_WINDOWS:-64 256}
 LONG_LAYERS=${LONG_LAYERS:-3-26}
+LONG_METHOD=${LONG_METHOD:-oal}
 case $LONG_LAYERS in
   3-26) LONG_TAG=hybrid ;;
   0-29) LONG_TAG=all ;;
@@ -92,7 +96,16 @@ convert() {  # convert DIR ARGS...
 }
 
 MODELS="conv-oal-hybrid-s4w64 conv-global-hybrid-s4w64 conv-window-hybrid-s4w64
-conv-oal-all-s4w64 conv-global-all-s4w64 conv-window-all-s4w64 conv-oal-hybrid conv-global-hybrid"
+conv-oal-all-s4w64 conv-global-all-s4w64 conv-window-all-s4w64"
+
+perplexity() {  # perplexity MODEL...: ctx 1024 (blocks 0-15) and 4096 (blocks 0-3) of each
+  for m in "$@"; do
+    path="$OUT/$m"; [ "$m" = original ] && path="$M"
+    [ -e "$path" ] || continue
+    timed "ppl1024-$m" "$OAL" ppl --model "$path" --text "$T" --ctx 1024 --max-blocks 16 --quiet --json
+    timed "ppl4096-$m" "$OAL" ppl --model "$path" --text "$T" --ctx 4096 --max-blocks 4 --quiet --json
+  done
+}
 
 for step in $STEPS; do
   case $step in
@@ -135,22 +148,21 @@ for step in $STEPS; do
       fi
       [ -f "$OUT/groups-all.json" ] || "$OAL" group --analysis "$OUT/analysis/analysis.json" --out "$OUT/groups-all.json" --quiet
       calibrate "calib-all-s${SINKS}w$WINDOW" "$SINKS" "$WINDOW" ;;
-    plain) calibrate calib-all 0 0 ;;
+    plain)
+      calibrate calib-all 0 0
+      for m in oal global; do
+        convert "conv-$m-hybrid" --calib "$OUT/calib-all" --method $m
+        convert "conv-$m-all" --calib "$OUT/calib-all" --method $m --layers 0-29
+      done
+      perplexity conv-oal-hybrid conv-global-hybrid conv-oal-all conv-global-all ;;
     convert)
       for m in oal global; do
         convert "conv-$m-hybrid-s4w64" --calib "$OUT/calib-all-s4w64" --method $m
         convert "conv-$m-all-s4w64" --calib "$OUT/calib-all-s4w64" --method $m --layers 0-29
-        [ -f "$OUT/calib-all/calibration.json" ] && convert "conv-$m-hybrid" --calib "$OUT/calib-all" --method $m
       done
       convert conv-window-hybrid-s4w64 --method window --sinks 4 --window 64
       convert conv-window-all-s4w64 --method window --sinks 4 --window 64 --layers 0-29 ;;
-    ppl)
-      for m in original $MODELS; do
-        path="$OUT/$m"; [ "$m" = original ] && path="$M"
-        [ -e "$path" ] || continue
-        timed "ppl1024-$m" "$OAL" ppl --model "$path" --text "$T" --ctx 1024 --max-blocks 16 --quiet --json
-        timed "ppl4096-$m" "$OAL" ppl --model "$path" --text "$T" --ctx 4096 --max-blocks 4 --quiet --json
-      done ;;
+    ppl) perplexity original $MODELS ;;
     passkey)
       for m in original conv-oal-hybrid-s4w64 conv-window-hybrid-s4w64 conv-global-hybrid-s4w64; do
         path="$OUT/$m"; [ "$m" = original ] && path="$M"
@@ -159,14 +171,14 @@ for step in $STEPS; do
       done ;;
     long)
       for W in $LONG_WINDOWS; do
-        run="calib-oal-$LONG_TAG-s4w$W-ctx4096"
+        run="calib-$LONG_METHOD-$LONG_TAG-s4w$W-ctx4096"
         [ -f "$OUT/$run/calibration.json" ] || timed "$run" "$OAL" calibrate --model "$M" --text "$T" \
-          --groups "$OUT/groups-all.json" --methods oal --ctx 4096 --layers "$LONG_LAYERS" --train-blocks 4-5 \
+          --groups "$OUT/groups-all.json" --methods "$LONG_METHOD" --ctx 4096 --layers "$LONG_LAYERS" --train-blocks 4-5 \
           --val-blocks 6 --eval-blocks 0-3 --max-updates 50 --val-every 25 --patience 50 \
           --sinks 4 --window "$W" --out "$OUT/$run" --quiet --json
-        convert "conv-oal-$LONG_TAG-s4w$W-ctx4096" --calib "$OUT/$run" --method oal --layers "$LONG_LAYERS"
+        convert "conv-$LONG_METHOD-$LONG_TAG-s4w$W-ctx4096" --calib "$OUT/$run" --method "$LONG_METHOD" --layers "$LONG_LAYERS"
         convert "conv-window-$LONG_TAG-s4w$W" --method window --sinks 4 --window "$W" --layers "$LONG_LAYERS"
-        for m in "conv-oal-$LONG_TAG-s4w$W-ctx4096" "conv-window-$LONG_TAG-s4w$W"; do
+        for m in "conv-$LONG_METHOD-$LONG_TAG-s4w$W-ctx4096" "conv-window-$LONG_TAG-s4w$W"; do
           timed "ppl1024-$m" "$OAL" ppl --model "$OUT/$m" --text "$T" --ctx 1024 --max-blocks 16 --quiet --json
           timed "ppl4096-$m" "$OAL" ppl --model "$OUT/$m" --text "$T" --ctx 4096 --max-blocks 4 --quiet --json
         done
