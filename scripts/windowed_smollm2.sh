@@ -18,6 +18,12 @@
 #            perplexity at ctx 1024 and 4096, the 20 held-out blocks, paired against the
 #            windowed-only rule at 1024 and on the held-out blocks, passkey (per W of
 #            LONG_WINDOWS; needs long and heldout)
+#   auto     the 24 layers that need full attention least (oal layer-scores beside S = 4 and
+#            each W of LONG_WINDOWS, ctx 1024 blocks 16-23) converted from the every-layer
+#            ctx-4096 fit (LONG_LAYERS=0-29 long step) with the balance step's rule, beside
+#            the windowed-only rule on the same layers; perplexity at 1024, 4096 and on the
+#            held-out blocks, paired against the balanced paper range (same K, same fits:
+#            the fits are per layer) and against windowed-only
 #   baselines  the same for the feature-map baselines (taylorshift, performer, dijiang,
 #            spectraformer) beside S = 4, W = 64: their parameters and c_h fitted jointly
 #   calib    oal and global fitted on all 30 layers beside S = SINKS, W = WINDOW (4 and 64
@@ -136,6 +142,30 @@ for step in $STEPS; do
           > "$OUT/paired1024-$LONG_TAG-s4w$W-bal.json"
         python3 scripts/paired_ppl.py --json "$OUT/ppl4096h-$w.json" "$OUT/ppl4096h-$m.json" \
           > "$OUT/paired4096h-$LONG_TAG-s4w$W-bal.json"
+      done ;;
+    auto)
+      for W in $LONG_WINDOWS; do
+        scores="$OUT/layer-scores-s4w$W.json" run="calib-oal-all-s4w$W-ctx4096"
+        m="conv-oal-auto24-s4w$W-ctx4096-bal" w="conv-window-auto24-s4w$W" f="conv-oal-hybrid-s4w$W-ctx4096-bal"
+        [ -f "$OUT/$run/calibration.json" ] || { echo "windowed_smollm2: $run missing: run the long step with LONG_LAYERS=0-29" >&2; exit 2; }
+        [ -f "$scores" ] || "$OAL" layer-scores --model "$M" --text "$T" --ctx 1024 --blocks 16-23 \
+          --sinks 4 --window "$W" --out "$scores" --quiet
+        timed "$m" "$OAL" convert --model "$M" --calib "$OUT/$run" --method oal --layers auto:24 \
+          --layer-scores "$scores" --out "$OUT/$m" --balance-text "$T" --balance-ctx 4096 \
+          --balance-blocks 4-6 --quiet --json
+        convert "$w" --method window --sinks 4 --window "$W" --layers auto:24 --layer-scores "$scores"
+        perplexity "$m" "$w"
+        for x in "$m" "$w"; do
+          timed "ppl4096h-$x" "$OAL" ppl --model "$OUT/$x" --text "$T" --ctx 4096 --first-block 7 \
+            --max-blocks 20 --quiet --json
+        done
+        [ -f "$OUT/ppl4096h-$f.json" ] || { echo "windowed_smollm2: $f missing: run the balance step" >&2; exit 2; }
+        python3 scripts/paired_ppl.py --json "$OUT/ppl1024-$f.json" "$OUT/ppl1024-$m.json" \
+          > "$OUT/paired1024-auto24-vs-hybrid-s4w$W-bal.json"
+        python3 scripts/paired_ppl.py --json "$OUT/ppl4096h-$f.json" "$OUT/ppl4096h-$m.json" \
+          > "$OUT/paired4096h-auto24-vs-hybrid-s4w$W-bal.json"
+        python3 scripts/paired_ppl.py --json "$OUT/ppl4096h-$w.json" "$OUT/ppl4096h-$m.json" \
+          > "$OUT/paired4096h-auto24-s4w$W-bal.json"
       done ;;
     baselines) linearize linearize-s4w64-baselines 4 64 taylorshift,performer,dijiang,spectraformer ;;
     sweep)
