@@ -105,6 +105,7 @@ MODELS="conv-oal-hybrid-s4w64 conv-global-hybrid-s4w64 conv-window-hybrid-s4w64
 conv-oal-all-s4w64 conv-global-all-s4w64 conv-window-all-s4w64"
 
 perplexity() {  # perplexity MODEL...: ctx 1024 (blocks 0-15) and 4096 (blocks 0-3) of each
+  local m path
   for m in "$@"; do
     path="$OUT/$m"; [ "$m" = original ] && path="$M"
     [ -e "$path" ] || continue
