@@ -3,8 +3,7 @@
 #include <chrono>
 
 #include "oal/core/error.h"
-#include "oal/generate/decode_session.h"
-#include "oal/generate/token_picker.h"
+#include "oal/generate/decode_loop.h"
 
 namespace oal::generate {
 namespace {
@@ -31,22 +30,24 @@ GenerateResult generate(const model::Transformer& model, const std::vector<int32
   TokenPicker picker(options.sampler, options.stop_tokens, options.max_new_tokens, max_pos);
   GenerateResult result;
   if (options.max_new_tokens == 0) return result;
-  DecodeSession session(model, 1);
-
+  // The decode loop with one row; the prompt in ubatch-sized steps as extend_hidden
+  // reads it (the whole prompt when the model sets no ubatch).
+  DecodeRow row(prompt, model.new_states(1), std::move(picker));
+  const int64_t ubatch = model.options().ubatch;
+  const std::vector<DecodeRow*> rows{&row};
   auto t0 = std::chrono::steady_clock::now();
-  at::Tensor ids =
-      at::tensor(std::vector<int64_t>(prompt.begin(), prompt.end()), at::kLong).unsqueeze(0);
-  at::Tensor logits = session.extend_last(ids);  // [1, V]
-  result.prefill_seconds = seconds_since(t0);
-
-  t0 = std::chrono::steady_clock::now();
-  for (int64_t held = n;; ++held) {
-    const TokenPicker::Pick p = picker.pick(logits[0], held);
+  for (;;) {
+    const StepResult step = run_step(model, plan_step(rows, ubatch > 0 ? ubatch : n));
+    if (step.picks.empty()) continue;  // a prompt piece before the last
+    if (result.tokens.empty()) {
+      result.prefill_seconds = seconds_since(t0);
+      t0 = std::chrono::steady_clock::now();
+    }
+    const TokenPicker::Pick p = step.picks.front().pick;
     result.tokens.push_back(p.token);
     if (on_token) on_token(p.token);
     result.stopped = p.end == EndReason::stop;
     if (p.end != EndReason::none) break;
-    logits = session.extend_last(at::full({1, 1}, p.token, at::kLong));
   }
   result.decode_seconds = seconds_since(t0);
   return result;

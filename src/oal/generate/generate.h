@@ -1,7 +1,7 @@
 #pragma once
-// Autoregressive generation for one sequence: prefill the prompt through a
-// DecodeSession, then sample one token at a time, calling back as each is produced
-// (for streaming output).
+// Autoregressive generation for one sequence: the decode loop (decode_loop.h) with one
+// row reads the prompt, then samples one token at a time, calling back as each is
+// produced (for streaming output).
 #include <cstdint>
 #include <functional>
 #include <vector>

@@ -1,8 +1,7 @@
 #pragma once
-// The rule every decode loop applies to one sequence (`generate` over a DecodeSession, the
-// server's engine over batched rows): sample the next token from its logits, and end the
-// sequence on a stop token, after max_new_tokens, or when the model's context is full.
-// Kept in one place, so that the loops differ only in how they run the model.
+// The rule the decode loop (decode_loop.h) applies to each sequence: sample the next token
+// from its logits, and end the sequence on a stop token, after max_new_tokens, or when the
+// model's context is full.
 #include <ATen/ATen.h>
 
 #include <cstdint>

@@ -7,7 +7,7 @@
 #endif
 
 #include "oal/core/error.h"
-#include "oal/generate/token_picker.h"
+#include "oal/generate/decode_loop.h"
 #include "oal/serve/api_error.h"
 #include "oal/serve/text_stream.h"
 
@@ -18,13 +18,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-at::Tensor token_tensor(const int32_t* ids, int64_t n) {
-  at::Tensor t = at::empty({n}, at::kLong);
-  int64_t* d = t.data_ptr<int64_t>();
-  for (int64_t i = 0; i < n; ++i) d[i] = ids[i];
-  return t;
 }
 
 }  // namespace
@@ -45,26 +38,23 @@ std::optional<StreamEvent> RequestStream::next(std::chrono::milliseconds timeout
   return e;
 }
 
-struct Engine::Sequence {
-  GenerationJob job;
+// A sequence of the decode loop (its prompt, states, picker and progress), and what the
+// server does with it: the client's stream and stop strings, its conversation and slot.
+struct Engine::Sequence : generate::DecodeRow {
+  GenerationJob job;  // the request (its prompt moved into the row)
   std::shared_ptr<RequestStream> out = std::make_shared<RequestStream>();
-  model::Transformer::LayerStates states;
-  generate::TokenPicker picker;
   TextStream text;
   std::string conversation_id;
-  int64_t slot = -1;           // its slot while active (SlotStats)
-  std::vector<int32_t> fed;    // tokens the states absorbed (saved prefix, prompt, output)
-  int64_t cached = 0;          // prompt tokens taken from a saved conversation
-  int64_t prefilled = 0;       // prompt tokens in the states so far
-  int32_t prev = -1;           // the last token, for decode_token
-  int32_t next_token = -1;     // sampled, to be fed at the next decode step
-  bool finished = false;
+  int64_t slot = -1;    // its slot while active (SlotStats)
+  int64_t cached = 0;   // prompt tokens taken from a saved conversation
+  int32_t prev = -1;    // the last token, for decode_token
 
   Sequence(GenerationJob j, generate::SamplerOptions so, int64_t context)
-      : job(std::move(j)), picker(so, job.stop_tokens, job.params.max_tokens, context),
-        text(job.params.stop) {}
-  int64_t prompt_size() const { return static_cast<int64_t>(job.prompt.size()); }
-  bool prefilling() const { return prefilled < prompt_size(); }
+      : generate::DecodeRow(std::move(j.prompt), {},
+                            generate::TokenPicker(so, j.stop_tokens, j.params.max_tokens, context)),
+        job(std::move(j)), text(job.params.stop) {
+    prev = prompt.back();
+  }
 };
 
 Engine::Engine(const model::Transformer& model, const text::Tokenizer& tokenizer,
@@ -185,7 +175,7 @@ void Engine::start(Sequence& s) {
   // A request that named no conversation gets an id of its own even when it continues
   // another's saved prefix: an id names one client's conversation.
   s.conversation_id = id.empty() ? store_.new_id() : id;
-  if (auto saved = store_.take(id, s.job.prompt)) {
+  if (auto saved = store_.take(id, s.prompt)) {
     s.fed = std::move(saved->tokens);
     s.states = std::move(saved->states);
     s.cached = s.prefilled = static_cast<int64_t>(s.fed.size());
@@ -198,100 +188,48 @@ void Engine::start(Sequence& s) {
 // llama.cpp's default ubatch, large enough that the weights are read once per 512 tokens.
 constexpr int64_t k_idle_prefill = 512;
 
-// One step's rows: the sequences it advances and the tokens each reads.
-struct Engine::Batch {
-  std::vector<Sequence*> seqs;
-  std::vector<at::Tensor> tokens;  // [T_r] int64 per sequence
-  std::vector<model::Transformer::LayerStates*> states;
-  int64_t prompt_tokens = 0, decoding = 0;
-};
-
-Engine::Batch Engine::next_batch() const {
-  // Every decoding sequence reads its next token; sequences still reading their prompts
-  // share a budget of prefill_chunk prompt tokens (k_idle_prefill when none is decoding),
-  // first come first served.
-  auto decoding = [](const Sequence& s) {
-    return !s.finished && !s.prefilling() && s.next_token >= 0;
-  };
-  const bool any_decoding =
-      std::any_of(active_.begin(), active_.end(), [&](const auto& s) { return decoding(*s); });
-  int64_t budget = any_decoding ? options_.prefill_chunk
-                                : std::max(options_.prefill_chunk, k_idle_prefill);
-  Batch b;
-  for (const auto& sp : active_) {
-    Sequence& s = *sp;
-    if (decoding(s)) {
-      b.tokens.push_back(token_tensor(&s.next_token, 1));
-      b.decoding += 1;
-    } else if (!s.finished && s.prefilling() && budget > 0) {
-      const int64_t n = std::min(budget, s.prompt_size() - s.prefilled);
-      b.tokens.push_back(token_tensor(s.job.prompt.data() + s.prefilled, n));
-      budget -= n;
-      b.prompt_tokens += n;
-    } else {
-      continue;
-    }
-    b.seqs.push_back(&s);
-    b.states.push_back(&s.states);
-  }
-  return b;
-}
-
-bool Engine::absorb(Sequence& s, int64_t n) {
-  if (!s.prefilling()) {
-    s.fed.push_back(s.next_token);
-    return true;
-  }
-  s.fed.insert(s.fed.end(), s.job.prompt.begin() + s.prefilled,
-               s.job.prompt.begin() + s.prefilled + n);
-  s.prefilled += n;
-  if (s.prefilling()) return false;
-  s.prev = s.job.prompt.back();
-  return true;
-}
-
 void Engine::step() {
-  Batch b = next_batch();
-  if (b.seqs.empty()) return;
+  // Every decoding sequence reads its next token; sequences still reading their prompts
+  // share prefill_chunk prompt tokens, or k_idle_prefill when none is decoding (nobody
+  // waits for the step).
+  std::vector<generate::DecodeRow*> rows;
+  for (auto& s : active_) rows.push_back(s.get());
+  const bool any_decoding = std::any_of(rows.begin(), rows.end(),
+                                        [](const generate::DecodeRow* r) { return r->decoding(); });
+  const generate::StepPlan plan = generate::plan_step(
+      rows, any_decoding ? options_.prefill_chunk
+                         : std::max(options_.prefill_chunk, k_idle_prefill));
+  if (plan.rows.empty()) return;
+  // Every row of the plan is a Sequence: the rows above are the active sequences.
+  auto sequence = [](generate::DecodeRow* row) { return static_cast<Sequence*>(row); };
   const auto t0 = Clock::now();
   double sample_seconds = 0;
   try {
-    at::Tensor h = model_.extend_rows(b.tokens, b.states);
-    std::vector<int64_t> emit;  // the rows that produce a token now: logits for them only
-    for (size_t r = 0; r < b.seqs.size(); ++r)
-      if (absorb(*b.seqs[r], b.tokens[r].size(0))) emit.push_back(static_cast<int64_t>(r));
-    if (!emit.empty()) {
-      const bool all = emit.size() == b.seqs.size();
-      at::Tensor logits = model_.logits(all ? h : h.index_select(0, at::tensor(emit)));
-      const auto t1 = Clock::now();
-      for (size_t e = 0; e < emit.size(); ++e)
-        take_token(*b.seqs[static_cast<size_t>(emit[e])], logits[static_cast<int64_t>(e)]);
-      sample_seconds = seconds_since(t1);
-    }
+    const generate::StepResult r = generate::run_step(model_, plan);
+    const auto t1 = Clock::now();
+    for (const generate::StepPick& p : r.picks) take_token(*sequence(p.row), p.pick);
+    sample_seconds = r.pick_seconds + seconds_since(t1);
   } catch (const std::exception& e) {
-    for (Sequence* s : b.seqs)
-      if (!s->finished) finish(*s, "error", e.what());
+    for (generate::DecodeRow* row : plan.rows)
+      if (!row->finished) finish(*sequence(row), "error", e.what());
   }
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.steps += 1;
   stats_.step_seconds += seconds_since(t0);
   stats_.sample_seconds += sample_seconds;
-  stats_.decode_rows += b.decoding;
-  stats_.step_prompt_tokens += b.prompt_tokens;
+  stats_.decode_rows += plan.decoding;
+  stats_.step_prompt_tokens += plan.prompt_tokens;
 }
 
-void Engine::take_token(Sequence& s, const at::Tensor& logits) {
+void Engine::take_token(Sequence& s, const generate::TokenPicker::Pick& pick) {
   using generate::EndReason;
-  s.next_token = -1;
-  const auto [id, end] = s.picker.pick(logits, s.states.front()->tokens());
-  if (end == EndReason::stop) return finish(s, "stop");  // a stop token is not text
-  const std::string piece = tokenizer_.decode_token(s.prev, id);
-  s.prev = id;
+  if (pick.end == EndReason::stop) return finish(s, "stop");  // a stop token is not text
+  const std::string piece = tokenizer_.decode_token(s.prev, pick.token);
+  s.prev = pick.token;
   const std::string text = s.text.push(piece);
   if (!text.empty()) s.out->push({.text = text});
   if (s.text.stopped()) return finish(s, "stop");
-  if (end == EndReason::length) return finish(s, "length");
-  s.next_token = id;
+  if (pick.end == EndReason::length) return finish(s, "length");
 }
 
 void Engine::finish(Sequence& s, const std::string& reason, const std::string& error) {
@@ -322,7 +260,7 @@ void Engine::finish(Sequence& s, const std::string& reason, const std::string& e
   const std::string rest = normal ? s.text.finish() : "";
   if (!rest.empty()) s.out->push({.text = rest});
   s.out->push({.done = true, .finish_reason = reason, .error = error,
-               .prompt_tokens = static_cast<int64_t>(s.job.prompt.size()),
+               .prompt_tokens = s.prompt_size(),
                .completion_tokens = s.picker.picked(), .cached_tokens = s.cached,
                .conversation_id = normal ? s.conversation_id : ""});
 }
@@ -343,7 +281,7 @@ void Engine::remove_finished() {
   for (const auto& s : active_) {
     SlotStats slot{.slot = s->slot,
                    .prefilling = s->prefilling(),
-                   .prompt_tokens = static_cast<int64_t>(s->job.prompt.size()),
+                   .prompt_tokens = s->prompt_size(),
                    .cached_tokens = s->cached,
                    .tokens_held = s->states.empty() ? 0 : s->states.front()->tokens(),
                    .generated = s->picker.picked()};

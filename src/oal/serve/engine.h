@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "oal/generate/token_picker.h"
 #include "oal/model/transformer.h"
 #include "oal/serve/conversation_store.h"
 #include "oal/serve/openai_request.h"
@@ -126,15 +127,12 @@ class Engine {
   void admit();
   // The lowest slot number no active sequence holds.
   int64_t free_slot() const;
-  struct Batch;
-  // One batched step over the active sequences (the class comment's point 2).
+  // One batched step over the active sequences (the class comment's point 2), by the
+  // decode loop of generate/decode_loop.h.
   void step();
-  // What the next step reads: each decoding sequence's token, and prompt pieces.
-  Batch next_batch() const;
-  // Notes that `s` read n tokens in a step; true when it produces a token now.
-  bool absorb(Sequence& s, int64_t n);
-  // Samples the next token of `s` from logits [V] and sends what it produces.
-  void take_token(Sequence& s, const at::Tensor& logits);
+  // Sends what the token `pick` of `s` produces, and ends `s` where the pick, or the
+  // request's stop strings, say so.
+  void take_token(Sequence& s, const generate::TokenPicker::Pick& pick);
   void finish(Sequence& s, const std::string& reason, const std::string& error = {});
   void remove_finished();
   // Bytes held by the active sequences' layer states now.
