@@ -16,11 +16,11 @@ oal::cli::Registrar reg{"version", "Print oal, LibTorch and BLAS versions and th
                           auto json = std::make_shared<bool>(false);
                           app.add_flag("--json", *json, "Machine-readable output");
                           return [json] {
+                            const auto m = oal::machine_info();
                             nlohmann::json j;
                             j["oal"] = OAL_VERSION;
-                            j["commit"] = OAL_GIT_COMMIT;
+                            j["commit"] = m.commit;
                             j["libtorch"] = TORCH_VERSION;
-                            auto m = oal::machine_info();
                             j["threads"] = m.threads;
                             j["cpu"] = m.cpu;
                             j["blas"] = m.blas;
@@ -28,7 +28,7 @@ oal::cli::Registrar reg{"version", "Print oal, LibTorch and BLAS versions and th
                               fmt::print("{}\n", j.dump(2));
                               return;
                             }
-                            fmt::print("oal {} (commit {})\n", OAL_VERSION, OAL_GIT_COMMIT);
+                            fmt::print("oal {} (commit {})\n", OAL_VERSION, m.commit);
                             fmt::print("LibTorch {}\n", TORCH_VERSION);
                             fmt::print("BLAS {}\n", m.blas);
                             fmt::print("CPU {} ({} logical cores), {} threads\n", m.cpu,
