@@ -114,6 +114,14 @@ perplexity() {  # perplexity MODEL...: ctx 1024 (blocks 0-15) and 4096 (blocks 0
   done
 }
 
+heldout() {  # heldout MODEL...: ctx 4096 on the 20 held-out blocks 7-26 of each
+  local m
+  for m in "$@"; do
+    timed "ppl4096h-$m" "$OAL" ppl --model "$OUT/$m" --text "$T" --ctx 4096 --first-block 7 \
+      --max-blocks 20 --quiet --json
+  done
+}
+
 for step in $STEPS; do
   case $step in
     table2) linearize linearize-s4w64 4 64 oal,global,window ;;
@@ -121,8 +129,7 @@ for step in $STEPS; do
       for W in $LONG_WINDOWS; do
         for m in "conv-oal-$LONG_TAG-s4w$W-ctx4096" "conv-window-$LONG_TAG-s4w$W"; do
           [ -e "$OUT/$m" ] || { echo "windowed_smollm2: $m missing: run the long step" >&2; exit 2; }
-          timed "ppl4096h-$m" "$OAL" ppl --model "$OUT/$m" --text "$T" --ctx 4096 --first-block 7 \
-            --max-blocks 20 --quiet --json
+          heldout "$m"
         done
         python3 scripts/paired_ppl.py --json "$OUT/ppl4096h-conv-window-$LONG_TAG-s4w$W.json" \
           "$OUT/ppl4096h-conv-oal-$LONG_TAG-s4w$W-ctx4096.json" > "$OUT/paired4096h-$LONG_TAG-s4w$W.json"
@@ -133,10 +140,8 @@ for step in $STEPS; do
         [ -f "$OUT/$run/calibration.json" ] || { echo "windowed_smollm2: $run missing: run the long step" >&2; exit 2; }
         timed "$m" "$OAL" convert --model "$M" --calib "$OUT/$run" --method oal --layers "$LONG_LAYERS" --out "$OUT/$m" \
           --balance-text "$T" --balance-ctx 4096 --balance-blocks 4-6 --quiet --json
-        timed "ppl1024-$m" "$OAL" ppl --model "$OUT/$m" --text "$T" --ctx 1024 --max-blocks 16 --quiet --json
-        timed "ppl4096-$m" "$OAL" ppl --model "$OUT/$m" --text "$T" --ctx 4096 --max-blocks 4 --quiet --json
-        timed "ppl4096h-$m" "$OAL" ppl --model "$OUT/$m" --text "$T" --ctx 4096 --first-block 7 \
-          --max-blocks 20 --quiet --json
+        perplexity "$m"
+        heldout "$m"
         timed "passkey-$m" "$OAL" eval --model "$OUT/$m" --task passkey --lengths 1024,4096,8192 \
           --trials 1 --quiet --json
         python3 scripts/paired_ppl.py --json "$OUT/ppl1024-$w.json" "$OUT/ppl1024-$m.json" \
@@ -156,10 +161,7 @@ for step in $STEPS; do
           --balance-blocks 4-6 --quiet --json
         convert "$w" --method window --sinks 4 --window "$W" --layers auto:24 --layer-scores "$scores"
         perplexity "$m" "$w"
-        for x in "$m" "$w"; do
-          timed "ppl4096h-$x" "$OAL" ppl --model "$OUT/$x" --text "$T" --ctx 4096 --first-block 7 \
-            --max-blocks 20 --quiet --json
-        done
+        heldout "$m" "$w"
         [ -f "$OUT/ppl4096h-$f.json" ] || { echo "windowed_smollm2: $f missing: run the balance step" >&2; exit 2; }
         python3 scripts/paired_ppl.py --json "$OUT/ppl1024-$f.json" "$OUT/ppl1024-$m.json" \
           > "$OUT/paired1024-auto24-vs-hybrid-s4w$W-bal.json"
@@ -209,10 +211,7 @@ for step in $STEPS; do
           --sinks 4 --window "$W" --out "$OUT/$run" --quiet --json
         convert "conv-$LONG_METHOD-$LONG_TAG-s4w$W-ctx4096" --calib "$OUT/$run" --method "$LONG_METHOD" --layers "$LONG_LAYERS"
         convert "conv-window-$LONG_TAG-s4w$W" --method window --sinks 4 --window "$W" --layers "$LONG_LAYERS"
-        for m in "conv-$LONG_METHOD-$LONG_TAG-s4w$W-ctx4096" "conv-window-$LONG_TAG-s4w$W"; do
-          timed "ppl1024-$m" "$OAL" ppl --model "$OUT/$m" --text "$T" --ctx 1024 --max-blocks 16 --quiet --json
-          timed "ppl4096-$m" "$OAL" ppl --model "$OUT/$m" --text "$T" --ctx 4096 --max-blocks 4 --quiet --json
-        done
+        perplexity "conv-$LONG_METHOD-$LONG_TAG-s4w$W-ctx4096" "conv-window-$LONG_TAG-s4w$W"
       done
       linearize linearize-s4w256-window 4 256 window ;;
     *) echo "windowed_smollm2: unknown step '$step'" >&2; exit 2 ;;

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include "oal/adapt/hybrid.h"
-#include "oal/attention/registry.h"
 #include "oal/analysis/layer_scores.h"
+#include "oal/attention/registry.h"
 #include "oal/core/error.h"
 #include "oal/core/ranges.h"
 #include "oal/formats/converted.h"
@@ -91,7 +91,7 @@ ConvertResult run_convert(const ConvertOptions& options) {
       o.balance_text.empty() ? std::string() : text::read_text_file(o.balance_text);
   model::ModelWeights w = formats::load_model(o.model);
   ConversionPlan plan = plan_conversion(o, w.config.num_layers);
-  if (o.layers != options.layers)
+  if (o.layers != options.layers)  // from_converted_source chose them
     plan.range_rule = fmt::format("the converted model's own layers ({})", o.layers);
   const auto& layers = plan.layers;
   auto methods = methods_from_calibration(o.calib, w, o.method, layers, false, o.init, o.window);
