@@ -161,6 +161,35 @@ TEST(WindowedDecodeState, CpuStepMatchesReferenceAcrossShapes) {
       }
 }
 
+// The CPU steps keep the ring circular (the oldest row overwritten in place): after steps
+// that leave it rotated, a snapshot, a restored copy and a multi-token piece (the ATen
+// path, which needs position order) must all continue as the whole-sequence forward
+// does. fp32 steps and pieces against the fp32 forward: 1e-5 as in StepsAndPiecesMatchForward.
+TEST(WindowedDecodeState, RotatedRingContinuesThroughPiecesAndSnapshots) {
+  for (bool with_base : {true, false}) {
+    WindowedAttention m(with_base ? quadratic(6, 16, 8, 5) : nullptr, {2, 7}, scales(6, 6));
+    auto q = randn({1, 6, 40, 16}, 21, 1.0, at::kFloat), k = randn({1, 2, 40, 16}, 22, 1.0, at::kFloat),
+         v = randn({1, 2, 40, 16}, 23, 1.0, at::kFloat);
+    c10::NoGradGuard g;
+    const at::Tensor whole = m.forward(q, k, v);
+    auto a = m.new_state(1);
+    std::vector<at::Tensor> ys{a->extend(q.narrow(2, 0, 9), k.narrow(2, 0, 9), v.narrow(2, 0, 9))};
+    for (int64_t t = 9; t < 21; ++t)  // 12 CPU steps: the 7-row ring rotated by 5
+      ys.push_back(a->step(q.select(2, t), k.select(2, t), v.select(2, t)).unsqueeze(2));
+    const StateSnapshot snap = a->snapshot();
+    auto b = m.new_state(1);
+    b->restore(snap);
+    ys.push_back(a->extend(q.narrow(2, 21, 6), k.narrow(2, 21, 6), v.narrow(2, 21, 6)));
+    for (int64_t t = 27; t < 40; ++t)
+      ys.push_back(a->step(q.select(2, t), k.select(2, t), v.select(2, t)).unsqueeze(2));
+    EXPECT_LT(rel_err(at::cat(ys, 2), whole), 1e-5) << "base " << with_base;
+    std::vector<at::Tensor> yb;
+    for (int64_t t = 21; t < 40; ++t)
+      yb.push_back(b->step(q.select(2, t), k.select(2, t), v.select(2, t)).unsqueeze(2));
+    EXPECT_LT(rel_err(at::cat(yb, 2), whole.narrow(2, 21, 19)), 1e-5) << "restored, base " << with_base;
+  }
+}
+
 TEST(WindowedDecodeState, StateBytesDoNotGrowWithPosition) {
   WindowedAttention m(quadratic(2, 8, 8, 3), {4, 16}, scales(2, 4));
   auto st = m.new_state(1);

@@ -36,4 +36,15 @@ void window_exact_f32(const WindowExactDims& dims, const float* q, const WindowR
                       const WindowRows& band, const float* sums, const float* log_scale,
                       float* y, int threads = 0);
 
+// One decode step (dims.queries == 1 at position dims.first_query) whose exact rows are
+// all inside the window: each unit's sink rows and ring rows, the ring in any order (a
+// decode state's circular buffer: the exact part is a sum). Same formula and arguments
+// as window_exact_f32, q [B, Hq, d], sums [B, Hq, Dv + 1] or nullptr, y [B, Hq, Dv]. The
+// G query heads of a KV head run together: one pass over its keys, one over its values
+// per few heads, the accumulators in registers. Throws oal::Error("window_exact_kernel")
+// on inconsistent sizes or a query with no weight at all.
+void window_exact_step_f32(const WindowExactDims& dims, const float* q, const WindowRows& sinks,
+                           const WindowRows& ring, const float* sums, const float* log_scale,
+                           float* y, int threads = 0);
+
 }  // namespace oal::simd

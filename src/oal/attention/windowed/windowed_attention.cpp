@@ -228,6 +228,11 @@ at::Tensor WindowedDecodeState::extend(const at::Tensor& q, const at::Tensor& k,
   const int64_t T = s.q_len;
   if (T == 0) return at::zeros({s.batch, s.q_heads, 0, s.value_dim}, q.options());
   if (step_blocker(s, q, k, v).empty()) return step_simd(s, q, k, v);
+  if (ring_head_ != 0) {  // the CPU steps' circular ring back in position order
+    ring_k_ = ring_in_order(ring_k_);
+    ring_v_ = ring_in_order(ring_v_);
+    ring_head_ = 0;
+  }
   const Window& w = method_.window();
   const int64_t p0 = tokens_;
   const at::Tensor qc = q.to(ct), kc = k.to(ct), vc = v.to(ct);
@@ -382,40 +387,47 @@ at::Tensor WindowedDecodeState::step_simd(const AttentionDims& s, const at::Tens
     if (!t->is_contiguous()) *t = t->contiguous();
   const at::Tensor qf = q.to(at::kFloat).contiguous(), kf = k.to(at::kFloat).contiguous(),
                    vf = v.to(at::kFloat).contiguous();
+  float* rk = ring_k_.data_ptr<float>();
+  float* rv = ring_v_.data_ptr<float>();
   at::Tensor sums;
-  if (const QuadraticAttention* base = method_.quadratic()) {  // the row leaving the ring enters the state
+  if (const QuadraticAttention* base = method_.quadratic()) {  // the oldest ring row enters the state
     if (!hd_) hd_ = HdState::zeros(B, Hkv, D, Dv, at::kFloat, q.device());
     if (!ws_) ws_ = std::make_unique<simd::OalDecodeWorkspace>(B, Hkv, s.group_size(), D, Dv);
-    const at::Tensor k_out = ring_k_.select(2, 0).contiguous(),
-                     v_out = ring_v_.select(2, 0).contiguous();
+    leaving_.resize(static_cast<size_t>(B * Hkv * (D + Dv)));
+    float* k_out = leaving_.data();
+    float* v_out = k_out + B * Hkv * D;
+    for (int64_t u = 0; u < B * Hkv; ++u) {
+      std::memcpy(k_out + u * D, rk + (u * W + ring_head_) * D, sizeof(float) * D);
+      std::memcpy(v_out + u * Dv, rv + (u * W + ring_head_) * Dv, sizeof(float) * Dv);
+    }
     sums = at::empty({B, s.q_heads, Dv + 1}, qf.options());
     simd::oal_decode_step_f32(*base->options().plan_cache->get(base->kernels()), Hkv,
-                              qf.data_ptr<float>(), k_out.data_ptr<float>(),
-                              v_out.data_ptr<float>(), nullptr, hd_->S.data_ptr<float>(), *ws_,
-                              0, sums.data_ptr<float>());
+                              qf.data_ptr<float>(), k_out, v_out, nullptr,
+                              hd_->S.data_ptr<float>(), *ws_, 0, sums.data_ptr<float>());
     hd_->tokens += 1;
   }
-  // Shift the ring by one row in place (W rows per unit) and append the new token.
-  for (auto [ring, row, width] : {std::tuple{&ring_k_, &kf, D}, std::tuple{&ring_v_, &vf, Dv}}) {
-    float* r = ring->data_ptr<float>();
-    const float* x = row->data_ptr<float>();
-    for (int64_t u = 0; u < B * Hkv; ++u) {
-      float* ru = r + u * W * width;
-      std::memmove(ru, ru + width, sizeof(float) * (W - 1) * width);
-      std::memcpy(ru + (W - 1) * width, x + u * width, sizeof(float) * width);
-    }
+  // The new token takes the oldest row's place in the circular ring.
+  for (int64_t u = 0; u < B * Hkv; ++u) {
+    std::memcpy(rk + (u * W + ring_head_) * D, kf.data_ptr<float>() + u * D, sizeof(float) * D);
+    std::memcpy(rv + (u * W + ring_head_) * Dv, vf.data_ptr<float>() + u * Dv,
+                sizeof(float) * Dv);
   }
+  ring_head_ = (ring_head_ + 1) % W;
   at::Tensor y = at::empty({B, s.q_heads, 1, Dv}, qf.options());
   const at::Tensor c = method_.base() ? method_.log_scale().to(at::kFloat).contiguous()
                                       : at::zeros({s.q_heads}, qf.options());
   const int64_t ns = sink_k_.size(2);
-  simd::window_exact_f32(
+  simd::window_exact_step_f32(
       {B, s.q_heads, Hkv, D, Dv, 1, tokens_, w.sinks, W}, qf.data_ptr<float>(),
       {sink_k_.data_ptr<float>(), sink_v_.data_ptr<float>(), ns, ns, 0},
-      {ring_k_.data_ptr<float>(), ring_v_.data_ptr<float>(), W, W, tokens_ - W + 1},
-      sums.defined() ? sums.data_ptr<float>() : nullptr, c.data_ptr<float>(), y.data_ptr<float>());
+      {rk, rv, W, W, tokens_ - W + 1}, sums.defined() ? sums.data_ptr<float>() : nullptr,
+      c.data_ptr<float>(), y.data_ptr<float>());
   tokens_ += 1;
   return y.to(q.scalar_type());
+}
+
+at::Tensor WindowedDecodeState::ring_in_order(const at::Tensor& ring) const {
+  return ring_head_ == 0 ? ring : at::roll(ring, -ring_head_, 2).contiguous();
 }
 
 int64_t WindowedDecodeState::state_bytes() const {
@@ -431,8 +443,8 @@ StateSnapshot WindowedDecodeState::snapshot() const {
   if (tokens_ == 0) return out;
   out.add("sink_k", sink_k_);
   out.add("sink_v", sink_v_);
-  out.add("ring_k", ring_k_);
-  out.add("ring_v", ring_v_);
+  out.add("ring_k", ring_in_order(ring_k_));
+  out.add("ring_v", ring_in_order(ring_v_));
   if (hd_) out.add("S", hd_->S);
   if (ring_phi_.defined() && ring_phi_.size(2) > 0) out.add("ring_phi", ring_phi_);
   if (!prefix_.empty()) {
@@ -502,6 +514,7 @@ void WindowedDecodeState::restore(const StateSnapshot& snap) {
   sink_v_ = sv.clone();
   ring_k_ = rk.clone();
   ring_v_ = rv.clone();
+  ring_head_ = 0;
   prefix_ = std::move(features.prefix);
   ring_phi_ = std::move(features.ring_phi);
   hd_ = std::move(hd);

@@ -150,19 +150,27 @@ class WindowedDecodeState : public DecodeState {
   FeatureState checked_features(const StateSnapshot& snapshot, int64_t ring,
                                 int64_t value_dim) const;
   // The CPU step: the ring's oldest row into the HD state and its unnormalised readout
-  // (oal_decode_step_f32), the ring shifted in place, the exact part and the combination
-  // (window_exact_f32). Same numbers as extend() up to fp32 summation order.
+  // (oal_decode_step_f32), the new row written in its place (the ring is circular from
+  // ring_head_), the exact part and the combination (window_exact_step_f32). Same numbers
+  // as extend() up to fp32 summation order.
   at::Tensor step_simd(const AttentionDims& s, const at::Tensor& q, const at::Tensor& k,
                        const at::Tensor& v);
+
+  // The ring rows in position order (ring_head_ rotated to the front).
+  at::Tensor ring_in_order(const at::Tensor& ring) const;
 
   const WindowedAttention& method_;
   int64_t batch_;
   int64_t tokens_ = 0;
   at::Tensor sink_k_, sink_v_, ring_k_, ring_v_;  // compute dtype, created at first tokens
+  // Row of ring_k_/ring_v_ holding the oldest position: 0 except after CPU steps, which
+  // overwrite the oldest row in place; every other reader puts the ring back in order.
+  int64_t ring_head_ = 0;
   std::optional<HdState> hd_;                      // quadratic base, once keys leave the ring
   FeaturePrefix prefix_;                           // feature-map base, likewise
   at::Tensor ring_phi_;  // its ring rows' key features [B, Hf, ring, F], at prefix_'s key shift
   std::unique_ptr<simd::OalDecodeWorkspace> ws_;   // the CPU step's, sized at its first use
+  std::vector<float> leaving_;  // the CPU step's ring rows entering the HD state [B·Hkv·(D+Dv)]
 };
 
 }  // namespace oal::attn
