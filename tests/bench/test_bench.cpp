@@ -95,6 +95,30 @@ TEST(Bench, SmallRunReportsEveryCellWithConsistentSizes) {
   EXPECT_NE(bench_markdown(r).find("| oal | fp32 | 64 |"), std::string::npos);
 }
 
+// --interleave: the decode cells of one N stepped in turn. Each method still gets its own
+// row with every timed step and its own decoder (state sizes as in a sequential run), and
+// the rows say that peak memory was not measured.
+TEST(Bench, InterleavedDecodeKeepsOneRowPerMethod) {
+  BenchConfig c = small_config();
+  c.prefill = false;
+  c.decode_steps = 5;
+  c.measure_gemm = false;
+  const BenchReport seq = run_bench(c);
+  c.interleave_decode = true;
+  const BenchReport r = run_bench(c);
+  ASSERT_EQ(r.rows.size(), 6u);  // 3 methods x 2 lengths
+  for (const auto& row : r.rows) {
+    EXPECT_EQ(row.mode, "decode");
+    EXPECT_EQ(row.samples, 5) << row.method;
+    EXPECT_GT(row.ms_median, 0.0) << row.method;
+    EXPECT_NE(row.note.find("interleaved (no peak memory)"), std::string::npos) << row.note;
+    EXPECT_EQ(row.peak_rss_bytes, 0) << row.method;
+    EXPECT_EQ(row.state_bytes, find(seq, row.method, "decode", row.n).state_bytes) << row.method;
+  }
+  EXPECT_GT(find(r, "softmax-flash", "decode", 64).state_bytes,
+            find(r, "softmax-flash", "decode", 32).state_bytes);
+}
+
 TEST(Bench, GemmSplitsAddUpToTheFlopModels) {
   // The own-shape reference divides each method's FLOP model among the GEMM shapes its
   // kernel issues; the parts must add up to the whole, at lengths below, at and past a

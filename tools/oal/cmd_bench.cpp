@@ -30,7 +30,7 @@ struct BenchArgs {
   int64_t chunk = 64, groups = 5, heads = 14, kv_heads = 2, dim = 64;
   oal::attn::Window window;
   double max_call_seconds = 60;
-  bool json = false, quiet = false;
+  bool json = false, quiet = false, interleave = false;
   // --model: the model-level benchmark (bench/model_bench.h).
   std::string model, variants = "softmax,oal,hybrid", prefill_lengths = "1024,4096";
   std::string hybrid_layers = "default";
@@ -68,6 +68,7 @@ oal::bench::BenchConfig to_config(const BenchArgs& a) {
   c.repeats = a.repeats;
   c.warmup = a.warmup;
   c.decode_steps = a.decode_steps;
+  c.interleave_decode = a.interleave;
   c.max_call_seconds = a.max_call_seconds;
   c.shape.chunk = a.chunk;
   c.shape.oal_groups = a.groups;
@@ -198,6 +199,9 @@ oal::cli::Registrar reg{
       app.add_option("--warmup", a->warmup, "Untimed calls before them")->capture_default_str();
       app.add_option("--decode-steps", a->decode_steps, "Timed tokens per decode cell")
           ->capture_default_str();
+      app.add_flag("--interleave", a->interleave,
+                   "Decode: step every method at one N in turn (token by token) so that a "
+                   "noisy machine's slow spells fall on all of them alike; no peak memory");
       app.add_option("--threads", a->threads, "Intra-op threads (0 = $OAL_THREADS or all cores)")
           ->capture_default_str();
       app.add_option("--chunk", a->chunk, "OAL chunk size")->capture_default_str();

@@ -126,42 +126,95 @@ BenchRow time_prefill(BenchMethod& m, const Inputs& in, at::ScalarType dt, int64
   return row;
 }
 
-BenchRow time_decode(BenchMethod& m, const BenchShape& s, at::ScalarType dt, int64_t n,
-                     const BenchConfig& cfg, double gemm, bool& reset_ok) {
-  constexpr int k_warm_steps = 4;
-  const int steps = cfg.decode_steps;
+constexpr int k_warm_steps = 4;  // untimed decode steps before the timed ones
+
+// One token's inputs (step i of tok) for a decoder.
+struct StepInputs {
+  at::Tensor q, k, v;
+};
+StepInputs step_inputs(const Inputs& tok, int i) {
+  return {tok.q.select(2, i).contiguous(), tok.k.select(2, i).contiguous(),
+          tok.v.select(2, i).contiguous()};
+}
+
+// A decode row's fields once its per-token times are in.
+BenchRow decode_row(const BenchMethod& m, const BenchShape& s, at::ScalarType dt, int64_t n,
+                    const std::vector<double>& ms, const BenchDecoder& dec, double gemm) {
   BenchRow row;
   row.method = m.name;
   row.mode = "decode";
   row.dtype = dtype_name(dt);
   row.n = n;
+  fill_times(row, ms);
+  row.note = *m.notice;
+  finish_rates(row, m.decode_flops ? m.decode_flops(n) : 0, static_cast<double>(s.batch), gemm);
+  row.state_bytes = dec.state_bytes();
+  return row;
+}
+
+// A decoder primed with the N context tokens every method gets (untimed).
+std::unique_ptr<BenchDecoder> primed_decoder(BenchMethod& m, const BenchShape& s,
+                                             at::ScalarType dt, int64_t n, int steps) {
   auto dec = m.decoder(dt, n + k_warm_steps + steps);
-  {
-    const Inputs ctx = make_inputs(s, n, dt, s.seed + 1);
-    dec->prime(ctx.q, ctx.k, ctx.v);
-  }
+  const Inputs ctx = make_inputs(s, n, dt, s.seed + 1);
+  dec->prime(ctx.q, ctx.k, ctx.v);
+  return dec;
+}
+
+BenchRow time_decode(BenchMethod& m, const BenchShape& s, at::ScalarType dt, int64_t n,
+                     const BenchConfig& cfg, double gemm, bool& reset_ok) {
+  const int steps = cfg.decode_steps;
+  auto dec = primed_decoder(m, s, dt, n, steps);
   const Inputs tok = make_inputs(s, k_warm_steps + steps, dt, s.seed + 2);
   at::Tensor y = at::empty({s.batch, s.q_heads, s.value_dim});
   MemProbe probe;
   std::vector<double> ms;
   for (int i = 0; i < k_warm_steps + steps; ++i) {
-    const at::Tensor q = tok.q.select(2, i).contiguous(), k = tok.k.select(2, i).contiguous(),
-                     v = tok.v.select(2, i).contiguous();
+    const StepInputs in = step_inputs(tok, i);
     if (i == k_warm_steps) {
       probe.start();
       reset_ok = reset_ok && probe.reset_ok();
     }
     const auto t0 = Clock::now();
-    dec->step(q, k, v, y);
+    dec->step(in.q, in.k, in.v, y);
     const double t = ms_since(t0);
     if (i >= k_warm_steps) ms.push_back(t);
   }
+  BenchRow row = decode_row(m, s, dt, n, ms, *dec, gemm);
   record_memory(row, probe);
-  fill_times(row, ms);
-  row.note = *m.notice;
-  finish_rates(row, m.decode_flops ? m.decode_flops(n) : 0, static_cast<double>(s.batch), gemm);
-  row.state_bytes = dec->state_bytes();
   return row;
+}
+
+// Every method's decoder at context N, stepped in turn (token i of each method before
+// token i + 1 of any): a slow spell of the machine falls on all of them alike, so their
+// medians compare where a noisy VM makes cells taken one after another drift apart.
+// Peak memory is not separable per method here and is left 0 (the note says so).
+std::vector<BenchRow> time_decode_interleaved(std::vector<BenchMethod*>& methods,
+                                              const BenchShape& s, at::ScalarType dt, int64_t n,
+                                              const BenchConfig& cfg, double gemm) {
+  const int steps = cfg.decode_steps;
+  std::vector<std::unique_ptr<BenchDecoder>> decs;
+  for (BenchMethod* m : methods) decs.push_back(primed_decoder(*m, s, dt, n, steps));
+  const Inputs tok = make_inputs(s, k_warm_steps + steps, dt, s.seed + 2);
+  at::Tensor y = at::empty({s.batch, s.q_heads, s.value_dim});
+  std::vector<std::vector<double>> ms(methods.size());
+  for (int i = 0; i < k_warm_steps + steps; ++i) {
+    const StepInputs in = step_inputs(tok, i);
+    for (size_t j = 0; j < decs.size(); ++j) {
+      const auto t0 = Clock::now();
+      decs[j]->step(in.q, in.k, in.v, y);
+      const double t = ms_since(t0);
+      if (i >= k_warm_steps) ms[j].push_back(t);
+    }
+  }
+  std::vector<BenchRow> rows;
+  for (size_t j = 0; j < decs.size(); ++j) {
+    rows.push_back(decode_row(*methods[j], s, dt, n, ms[j], *decs[j], gemm));
+    BenchRow& r = rows.back();
+    r.note = r.note.empty() ? "interleaved (no peak memory)"
+                            : r.note + "; interleaved (no peak memory)";
+  }
+  return rows;
 }
 
 void validate(const BenchConfig& c) {
@@ -256,14 +309,20 @@ BenchReport run_bench(const BenchConfig& cfg, const ProgressFn& progress) {
       }
     }
     if (cfg.decode) {
-      for (int64_t n : lengths)
+      for (int64_t n : lengths) {
+        std::vector<BenchMethod*> decoding;
         for (auto& m : methods) {
-          if (!m.decoder) {
+          if (!m.decoder)
             tick(skipped_row(m, "decode", dt, n, "no decode path"));
-            continue;
-          }
-          tick(time_decode(m, cfg.shape, dt, n, cfg, gemm_ref, rep.memory_reset_ok));
+          else if (cfg.interleave_decode)
+            decoding.push_back(&m);
+          else
+            tick(time_decode(m, cfg.shape, dt, n, cfg, gemm_ref, rep.memory_reset_ok));
         }
+        if (!decoding.empty())
+          for (BenchRow& r : time_decode_interleaved(decoding, cfg.shape, dt, n, cfg, gemm_ref))
+            tick(r);
+      }
     }
   }
   return rep;

@@ -5,7 +5,10 @@
 // Measurement: per (dtype, N, method) fresh seeded inputs, `warmup` untimed calls, then
 // `repeats` timed calls (steady_clock wall time); median, min and max ms. Decode: a
 // decoder primed with N context tokens (untimed), 4 untimed steps, then `decode_steps`
-// individually timed steps; median/min/max per token.
+// individually timed steps; median/min/max per token. With interleave_decode every
+// method's decoder at one N is stepped in turn instead (token i of each before token i+1
+// of any), so a slow spell of a shared machine falls on all methods alike; peak memory is
+// then not measured.
 // Peak memory: the process resident-set high-water mark (VmHWM) during one call, after
 // resetting it through /proc/self/clear_refs (Linux; if that is refused, the process
 // lifetime maximum from getrusage, flagged in the report). Reported absolute and as the
@@ -39,6 +42,7 @@ struct BenchConfig {
   bool prefill = true, decode = true;
   int repeats = 3, warmup = 1;
   int decode_steps = 32;
+  bool interleave_decode = false;  // decode cells of one N stepped in turn (header comment)
   double max_call_seconds = 60;   // skip a cell predicted (from the previous N) to exceed it
   double memory_fraction = 0.5;   // softmax-torch: skip when its N² scores exceed this
                                   // share of MemAvailable
