@@ -96,6 +96,38 @@ TEST(QuantizedWeights, FloatCheckpointConvertsToQ8_0AndBf16) {
   EXPECT_GT(max_abs(q8.forward(tokens) - ref), 0.0);  // it did quantize
 }
 
+// The decode route is a property of the model, chosen when it is built: every projection
+// and the lm_head carry TransformerOptions::quant_dot, and the int8 route's activation
+// rounding shows in passes of at most 32 rows only (prefill panels always dequantize).
+TEST(QuantizedWeights, QuantDotIsChosenWhenTheModelIsBuilt) {
+  fixtures::SyntheticOptions o;
+  o.hidden_size = 64;
+  o.intermediate_size = 96;
+  o.num_layers = 2;
+  o.seed = 7;
+  const model::ModelWeights w = fixtures::make_synthetic_weights(o);
+  const model::Transformer exact(w, {.weights = WeightFormat::q8_0}),
+      int8(w, {.weights = WeightFormat::q8_0, .quant_dot = simd::QuantDot::int8});
+  for (int64_t i = 0; i < 2; ++i)
+    for (const model::Linear* l :
+         {&int8.layer(i).q_proj, &int8.layer(i).k_proj, &int8.layer(i).v_proj,
+          &int8.layer(i).o_proj, &int8.layer(i).gate_proj, &int8.layer(i).up_proj,
+          &int8.layer(i).down_proj}) {
+      EXPECT_EQ(l->quant_dot, simd::QuantDot::int8) << "layer " << i;
+      EXPECT_EQ(exact.layer(i).q_proj.quant_dot, simd::QuantDot::dequant);
+    }
+  EXPECT_EQ(int8.lm_head().quant_dot, simd::QuantDot::int8);
+  // 8 tokens: every projection a pass of 8 rows (the int8 route); 40 tokens: panels.
+  const at::Tensor few = prompt_tokens(8, w.config.vocab_size),
+                   many = prompt_tokens(40, w.config.vocab_size);
+  const at::Tensor ref = exact.forward(few);
+  // int8 activations move each product by at most max|x_block| / 254 per element: well
+  // under 3 % of the logit scale after two layers, and not exactly zero.
+  EXPECT_GT(max_abs(int8.forward(few) - ref), 0.0);
+  EXPECT_LT(max_abs(int8.forward(few) - ref), 0.03 * max_abs(ref));
+  EXPECT_TRUE(at::equal(int8.forward(many), exact.forward(many)));
+}
+
 TEST(QuantizedWeights, Q8_0KeepsWeightsItCannotBlockAsFp32) {
   fixtures::SyntheticOptions o;
   o.hidden_size = 64;

@@ -150,18 +150,6 @@ TEST(LinearQuant, RefusesWhatItCannotDecode) {
 
 namespace {
 
-// Sets the decode route for a scope.
-class ScopedQuantDot {
- public:
-  explicit ScopedQuantDot(simd::QuantDot dot) : previous_(simd::set_quant_dot(dot)) {}
-  ~ScopedQuantDot() { simd::set_quant_dot(previous_); }
-  ScopedQuantDot(const ScopedQuantDot&) = delete;
-  ScopedQuantDot& operator=(const ScopedQuantDot&) = delete;
-
- private:
-  simd::QuantDot previous_;
-};
-
 // x as the int8 route quantizes it, computed here in plain float arithmetic: per block of
 // 32, a = max|x|, q = nearest-even(x · (127 / a)), dx = a / 127 (the same float operations
 // the kernel's vectors do, so q matches exactly).
@@ -192,7 +180,6 @@ TEST(LinearQuant, Int8RouteIsTheProductWithInt8Activations) {
   // bound of the test above; an indexing or nibble-order mistake is O(1).
   const std::vector<std::array<int64_t, 3>> shapes = {
       {1, 1, 32}, {1, 33, 96}, {2, 70, 576}, {3, 65, 256}, {8, 40, 512}, {9, 33, 96}, {32, 17, 64}};
-  const ScopedQuantDot int8(simd::QuantDot::int8);
   for (simd::SimdTarget target : simd::available_targets()) {
     simd::ScopedTarget guard(target);
     for (const TypeCase& t : k_types) {
@@ -204,7 +191,8 @@ TEST(LinearQuant, Int8RouteIsTheProductWithInt8Activations) {
         const auto x = oal::test::uniform(size_t(M * K), 4), b = oal::test::uniform(size_t(N), 6);
         const auto xr = int8_rounded(x);
         std::vector<float> y(static_cast<size_t>(M * N), -7.0f);
-        simd::linear_quant(M, x.data(), {uint32_t(t.type), N, K, m.data()}, b.data(), y.data());
+        simd::linear_quant(M, x.data(), {uint32_t(t.type), N, K, m.data()}, b.data(), y.data(),
+                           simd::QuantDot::int8);
         const int64_t block_bytes = oal::io::ggml_type_info(uint32_t(t.type))->block_bytes;
         for (int64_t i = 0; i < M; ++i)
           for (int64_t n = 0; n < N; ++n) {
@@ -229,14 +217,14 @@ TEST(LinearQuant, Int8RouteStaysWithinItsRoundingOfTheExactProduct) {
   // element by at most dx/2 = max|x_block| / 254, so |Δy| <= Σ |w|·max|x_block| / 254
   // (+ fp32 accumulation). Holds on a real-sized row (K = 896, Qwen2.5-0.5B's hidden).
   const int64_t M = 1, N = 64, K = 896;
-  const ScopedQuantDot int8(simd::QuantDot::int8);
   for (const TypeCase& t : k_types) {
     if (!simd::has_int8_path(uint32_t(t.type))) continue;
     const auto m = random_matrix(t, N, K, 21);
     const auto wf = reference_weights(t, m, N, K);
     const auto x = oal::test::uniform(size_t(K), 8);
     std::vector<float> y(N);
-    simd::linear_quant(M, x.data(), {uint32_t(t.type), N, K, m.data()}, nullptr, y.data());
+    simd::linear_quant(M, x.data(), {uint32_t(t.type), N, K, m.data()}, nullptr, y.data(),
+                       simd::QuantDot::int8);
     for (int64_t n = 0; n < N; ++n) {
       double exact = 0.0, bound = 0.0;
       for (int64_t b0 = 0; b0 < K; b0 += 32) {

@@ -8,13 +8,13 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "command.h"
 #include "oal/core/error.h"
 #include "oal/core/machine.h"
 #include "oal/simd/gemm_choice.h"
 #include "oal/simd/isa.h"
-#include "oal/simd/linear_quant.h"
 
 namespace oal::cli {
 std::vector<Command>& registry() {
@@ -39,6 +39,17 @@ void pin_gemm_for_fits(const std::map<CLI::App*, oal::cli::RunFn>& runs) {
   for (const auto& [sub, run] : runs)
     if (sub->parsed() && fits.count(sub->get_name()))
       oal::simd::set_gemm_policy(oal::simd::GemmPolicy::own);
+}
+
+// OAL_QUANT_DOT is the environment variable of --quant-dot (weights_option.h), read by
+// the commands that build a model with it; a bad value is refused for every command, so
+// a typo is never silently ignored.
+void check_quant_dot_env() {
+  const char* env = std::getenv("OAL_QUANT_DOT");
+  if (env == nullptr || *env == '\0') return;
+  const std::string_view v = env;
+  oal::check(v == "dequant" || v == "int8", "linear_quant",
+             "OAL_QUANT_DOT='{}': expected dequant or int8", v);
 }
 
 }  // namespace
@@ -74,9 +85,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    // Before parsing: --quant-dot sets the same process-wide choice while parsing and
-    // must win over the environment.
-    oal::simd::apply_quant_dot_env();
+    check_quant_dot_env();
   } catch (const oal::Error& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;
@@ -90,9 +99,8 @@ int main(int argc, char** argv) {
     oal::configure_threads();
     oal::keep_freed_memory();
     // OAL_SIMD=avx2|avx512|... forces a SIMD target, OAL_GEMM=own|blas|auto a GEMM
-    // backend (benchmarks of a lower target on a better CPU; docs/benchmarks.md);
-    // OAL_QUANT_DOT=dequant|int8 (the decode products on quantized weights) is applied
-    // above, before parsing.
+    // backend (benchmarks of a lower target on a better CPU; docs/benchmarks.md).
+    // (OAL_QUANT_DOT is --quant-dot's environment variable: the model options carry it.)
     oal::simd::apply_simd_env();
     oal::simd::apply_gemm_env();
     pin_gemm_for_fits(runs);

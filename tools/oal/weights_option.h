@@ -32,13 +32,15 @@ inline void add_weights_option(CLI::App& app, model::TransformerOptions& o) {
          "value, rounded per 32 values; head dimensions multiples of 32)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}))
       ->default_str("f32");
+  // The flag wins over OAL_QUANT_DOT (CLI11 reads the variable only when the flag is absent).
   app.add_option_function<std::string>(
          "--quant-dot",
-         [](const std::string& name) { simd::set_quant_dot(simd::parse_quant_dot(name)); },
+         [&o](const std::string& name) { o.quant_dot = simd::parse_quant_dot(name); },
          "How a decode step multiplies Q8_0/Q4_0/Q4_1 weights: dequant (each block widened to "
          "fp32, activations exact) or int8 (activations rounded to int8 per 32 values and "
-         "integer dot products, as llama.cpp does); same as OAL_QUANT_DOT")
+         "integer dot products, as llama.cpp does)")
       ->check(CLI::IsMember({"dequant", "int8"}))
+      ->envname("OAL_QUANT_DOT")
       ->default_str("dequant");
 }
 

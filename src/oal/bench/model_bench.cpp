@@ -156,7 +156,7 @@ ModelBenchReport run_model_bench(model::Transformer& m, const std::string& descr
   rep.parameters = m.num_parameters();
   rep.kv_cache = std::string(attn::kv_cache_type_name(m.options().kv_cache));
   rep.ubatch = m.options().ubatch;
-  rep.quant_dot = std::string(simd::quant_dot_name(simd::quant_dot()));
+  rep.quant_dot = std::string(simd::quant_dot_name(m.options().quant_dot));
   rep.gemm_gflops_fp32 = std::max(aten_gemm_rate(at::kFloat), simd_gemm_rate());
   std::vector<std::vector<int64_t>> layers;
   for (const auto& v : cfg.variants)  // all ranges checked before anything is timed

@@ -58,7 +58,7 @@ struct ModelBenchReport {
   std::string isa, model;   // kernels' SIMD target; model description
   std::string kv_cache;     // the softmax layers' KV cache type ("f32" | "f16")
   int64_t ubatch = 0;       // prefill ubatch (0: the whole prompt through the forward)
-  std::string quant_dot;    // simd::quant_dot() during the run: "dequant" | "int8"
+  std::string quant_dot;    // the model's TransformerOptions::quant_dot: "dequant" | "int8"
   int64_t parameters = 0;
   double gemm_gflops_fp32 = 0;  // best of at::mm and the kernels' gemm (bench_measure.h)
   bool memory_reset_ok = true;

@@ -28,9 +28,10 @@ at::Tensor contiguous_bias(const at::Tensor& bias) {
   return bias.defined() ? bias.contiguous() : bias;
 }
 
-// x [M, K] through the quantized weight: the kernel when x is a CPU fp32 tensor without
-// autograd, else at::linear on the decoded weight.
-at::Tensor quant_forward(const QuantWeight& q, const at::Tensor& x, const at::Tensor& bias) {
+// x [M, K] through the quantized weight (decode passes by `dot`): the kernel when x is a
+// CPU fp32 tensor without autograd, else at::linear on the decoded weight.
+at::Tensor quant_forward(const QuantWeight& q, simd::QuantDot dot, const at::Tensor& x,
+                         const at::Tensor& bias) {
   const bool kernel = x.device().is_cpu() && x.scalar_type() == at::kFloat && x.numel() > 0 &&
                       !attn::records_grad(x) && !attn::records_grad(bias) &&
                       (!bias.defined() || bias.scalar_type() == at::kFloat);
@@ -44,7 +45,7 @@ at::Tensor quant_forward(const QuantWeight& q, const at::Tensor& x, const at::Te
   at::Tensor y = at::empty(shape, xc.options());
   const at::Tensor b = contiguous_bias(bias);
   simd::linear_quant(xc.numel() / q.cols, xc.data_ptr<float>(), q.view(), bias_data(b),
-                             y.data_ptr<float>());
+                     y.data_ptr<float>(), dot);
   return y;
 }
 
@@ -105,7 +106,7 @@ at::Tensor Linear::forward(const at::Tensor& x) const {
     check(x.size(-1) == quant.cols, "linear", "input has {} features, the weight expects {}",
           x.size(-1), quant.cols);
   at::Tensor y = frozen_linear_ready(*this, x) ? frozen_linear(x, *this)
-                 : quant.defined()               ? quant_forward(quant, x, bias)
+                 : quant.defined()               ? quant_forward(quant, quant_dot, x, bias)
                                                  : dense_forward(weight, x, bias);
   if (delta) y = y + delta->apply(x);
   return y;
@@ -126,7 +127,7 @@ void Linear::forward_into(int64_t M, const float* x, float* y) const {
         "autograd, or a weight that is not quantized, fp32 or bf16/f16 on the CPU)");
   if (quant.defined() || weight.scalar_type() != at::kFloat) {
     simd::linear_quant(M, x, quant.defined() ? quant.view() : half_view(weight), bias_data(bias),
-                       y);
+                       y, quant_dot);
     return;
   }
   simd::linear_f32(M, weight.size(0), weight.size(1), x, weight.data_ptr<float>(),

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "oal/model/quant_weight.h"
+#include "oal/simd/linear_quant.h"
 
 namespace oal::model {
 
@@ -25,6 +26,9 @@ struct Linear {
   QuantWeight quant;  // the weight in a ggml block type ([out, in]), or empty
   at::Tensor bias;    // [out] fp32, or undefined
   std::shared_ptr<LinearDelta> delta;  // optional adapter, null by default
+  // How a decode pass multiplies a Q8_0/Q4_0/Q4_1 weight (simd/linear_quant.h), chosen
+  // once when the model is built (TransformerOptions::quant_dot).
+  simd::QuantDot quant_dot = simd::QuantDot::dequant;
   // Wᵀ [in, out] fp32, or undefined: set for training by prepare_frozen_projections
   // (frozen_linear.h), which then runs forward() on inputs that record autograd.
   at::Tensor weight_t;

@@ -35,9 +35,11 @@ at::Tensor take(const ModelWeights& w, const std::string& name, std::vector<int6
   return t.to(at::kFloat).contiguous();
 }
 
-// The weight `name` [out, in] (float or quantized) held as `format` asks.
+// The weight `name` [out, in] (float or quantized) held as options.weights asks, its
+// decode products by options.quant_dot.
 Linear take_weight(const ModelWeights& w, const std::string& name, int64_t out, int64_t in,
-                   WeightFormat format) {
+                   const TransformerOptions& options) {
+  const WeightFormat format = options.weights;
   HeldWeight h;
   if (auto q = w.quantized.find(name); q != w.quantized.end()) {
     check(q->second.rows == out && q->second.cols == in, k_op,
@@ -55,12 +57,13 @@ Linear take_weight(const ModelWeights& w, const std::string& name, int64_t out, 
   Linear l;
   l.weight = h.dense;
   l.quant = h.quant;
+  l.quant_dot = options.quant_dot;
   return l;
 }
 
 Linear take_linear(const ModelWeights& w, const std::string& prefix, int64_t out, int64_t in,
-                   bool with_bias, WeightFormat format) {
-  Linear l = take_weight(w, prefix + ".weight", out, in, format);
+                   bool with_bias, const TransformerOptions& options) {
+  Linear l = take_weight(w, prefix + ".weight", out, in, options);
   if (with_bias) l.bias = take(w, prefix + ".bias", {out});
   return l;
 }
@@ -75,14 +78,13 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
 Transformer::Transformer(const ModelWeights& w, TransformerOptions options)
     : config_(w.config), options_(options), rope_((check_config(w.config), w.config)) {
   const ModelConfig& c = config_;
-  const WeightFormat format = options.weights;
   const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
-  embed_ = take_weight(w, "model.embed_tokens.weight", c.vocab_size, H, format);
+  embed_ = take_weight(w, "model.embed_tokens.weight", c.vocab_size, H, options_);
   final_norm_ = take(w, "model.norm.weight", {H});
   if (c.tie_word_embeddings) {
     lm_head_ = embed_;
   } else {
-    lm_head_ = take_linear(w, "lm_head", c.vocab_size, H, false, format);
+    lm_head_ = take_linear(w, "lm_head", c.vocab_size, H, false, options_);
   }
   auto softmax = std::make_shared<attn::SoftmaxAttention>(attn::SoftmaxAttention::k_default_block,
                                                           std::nullopt, options.kv_cache);
@@ -91,15 +93,16 @@ Transformer::Transformer(const ModelWeights& w, TransformerOptions options)
     TransformerLayer L;
     L.attn_norm = take(w, p + "input_layernorm.weight", {H});
     L.mlp_norm = take(w, p + "post_attention_layernorm.weight", {H});
-    L.q_proj = take_linear(w, p + "self_attn.q_proj", c.num_heads * D, H, c.attention_bias, format);
+    L.q_proj =
+        take_linear(w, p + "self_attn.q_proj", c.num_heads * D, H, c.attention_bias, options_);
     L.k_proj =
-        take_linear(w, p + "self_attn.k_proj", c.num_kv_heads * D, H, c.attention_bias, format);
+        take_linear(w, p + "self_attn.k_proj", c.num_kv_heads * D, H, c.attention_bias, options_);
     L.v_proj =
-        take_linear(w, p + "self_attn.v_proj", c.num_kv_heads * D, H, c.attention_bias, format);
-    L.o_proj = take_linear(w, p + "self_attn.o_proj", H, c.num_heads * D, false, format);
-    L.gate_proj = take_linear(w, p + "mlp.gate_proj", I, H, false, format);
-    L.up_proj = take_linear(w, p + "mlp.up_proj", I, H, false, format);
-    L.down_proj = take_linear(w, p + "mlp.down_proj", H, I, false, format);
+        take_linear(w, p + "self_attn.v_proj", c.num_kv_heads * D, H, c.attention_bias, options_);
+    L.o_proj = take_linear(w, p + "self_attn.o_proj", H, c.num_heads * D, false, options_);
+    L.gate_proj = take_linear(w, p + "mlp.gate_proj", I, H, false, options_);
+    L.up_proj = take_linear(w, p + "mlp.up_proj", I, H, false, options_);
+    L.down_proj = take_linear(w, p + "mlp.down_proj", H, I, false, options_);
     L.attention = softmax;
     layers_.push_back(std::move(L));
   }

@@ -46,6 +46,9 @@ struct TransformerOptions {
   // activations are O(ubatch) tokens while the states carry the context; 0 = all at once.
   // The result is the same function (fp32 summation order aside).
   int64_t ubatch = 0;
+  // How decode passes multiply Q8_0/Q4_0/Q4_1 weights (simd/linear_quant.h): every
+  // projection and the lm_head are built with it.
+  simd::QuantDot quant_dot = simd::QuantDot::dequant;
 };
 
 // Weights of one decoder layer (HF names in comments).

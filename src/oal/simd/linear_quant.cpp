@@ -321,8 +321,6 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
 
 #include "oal/core/error.h"
 #include "oal/simd/linear_f32.h"
@@ -373,8 +371,6 @@ void decode_panel(const QuantMatrix& w, int64_t row_bytes, int64_t r0, int64_t r
 
 namespace {
 
-std::atomic<QuantDot> g_quant_dot{QuantDot::dequant};
-
 // The decode pass on the int8 route: x quantized once (all M rows), then the same work
 // items as the dequantizing pass.
 void stream_int8(int64_t M, const float* x, const QuantMatrix& w, int64_t row_bytes,
@@ -400,9 +396,6 @@ void stream_int8(int64_t M, const float* x, const QuantMatrix& w, int64_t row_by
 
 }  // namespace
 
-QuantDot quant_dot() { return g_quant_dot.load(); }
-QuantDot set_quant_dot(QuantDot dot) { return g_quant_dot.exchange(dot); }
-
 std::string_view quant_dot_name(QuantDot dot) {
   return dot == QuantDot::int8 ? "int8" : "dequant";
 }
@@ -411,14 +404,6 @@ QuantDot parse_quant_dot(std::string_view name) {
   if (name == "dequant") return QuantDot::dequant;
   if (name == "int8") return QuantDot::int8;
   fail(k_op, "quant dot '{}': expected dequant or int8", name);
-}
-
-void apply_quant_dot_env() {
-  const char* env = std::getenv("OAL_QUANT_DOT");
-  if (env == nullptr || *env == '\0') return;
-  const std::string_view v = env;
-  check(v == "dequant" || v == "int8", k_op, "OAL_QUANT_DOT='{}': expected dequant or int8", v);
-  set_quant_dot(parse_quant_dot(v));
 }
 
 bool has_fast_quant_path(uint32_t type) {
@@ -443,11 +428,11 @@ void dequantize_rows(const QuantMatrix& w, int64_t r0, int64_t r1, float* out) {
 }
 
 void linear_quant(int64_t M, const float* x, const QuantMatrix& w, const float* bias, float* y,
-                  int threads) {
+                  QuantDot dot, int threads) {
   const int64_t row_bytes = checked_row_bytes(w);
   check(M >= 1, k_op, "expected at least one input row, got M={}", M);
   const int64_t N = w.rows, K = w.cols;
-  if (M <= k_stream_max_rows && quant_dot() == QuantDot::int8 && has_int8_path(w.type))
+  if (M <= k_stream_max_rows && dot == QuantDot::int8 && has_int8_path(w.type))
     return stream_int8(M, x, w, row_bytes, bias, y, threads);
   if (M <= k_stream_max_rows) {
     const int64_t items = (N + k_decode_rows - 1) / k_decode_rows;

@@ -22,17 +22,13 @@ namespace oal::simd {
 //   int8     as llama.cpp does: x quantized per 32-block to int8 (x ≈ dx·qx, dx =
 //            max|x| / 127), an integer dot product per block, one fp32 FMA per block
 //            with the two scales (x carries up to 0.4 % rounding per block).
-// Prefill (M > 32) and the other types (the K types too) always dequantize. Process-wide, like the
-// GEMM policy; OAL_QUANT_DOT=dequant|int8 or `oal bench --quant-dot` set it.
+// Prefill (M > 32) and the other types (the K types too) always dequantize. A property of
+// each projection, chosen when a model is built (model::TransformerOptions::quant_dot;
+// the CLI's --quant-dot or OAL_QUANT_DOT) and passed to every call.
 enum class QuantDot { dequant, int8 };
-QuantDot quant_dot();
-// Returns the previous setting. Not thread-safe with respect to running projections.
-QuantDot set_quant_dot(QuantDot dot);
 std::string_view quant_dot_name(QuantDot dot);
 // "dequant" or "int8"; throws oal::Error("linear_quant") naming both otherwise.
 QuantDot parse_quant_dot(std::string_view name);
-// Applies OAL_QUANT_DOT (dequant, int8 or unset).
-void apply_quant_dot_env();
 
 // A [rows, cols] matrix of ggml type `type` (an io::GgmlType id), row after row, each
 // row io::ggml_nbytes(type, cols) bytes (cols a multiple of the type's block size).
@@ -54,11 +50,11 @@ bool has_int8_path(uint32_t type);
 // contiguous. M <= 32 (decoding, a server's batch): one pass over w, each row's blocks
 // decoded once per group of 8 x rows and dotted with each of them. Larger M: panels of
 // w rows decoded to fp32 and multiplied by linear_f32's packed GEMM (the decode cost is
-// then 1/M of the product's).
+// then 1/M of the product's). `dot` picks the decode pass's route (above).
 // threads 0 = ATen's count. Throws oal::Error("[linear_quant] ...") for non-positive
 // sizes, an unknown or undecodable type, or cols not a multiple of its block and of 32.
 void linear_quant(int64_t M, const float* x, const QuantMatrix& w, const float* bias, float* y,
-                  int threads = 0);
+                  QuantDot dot = QuantDot::dequant, int threads = 0);
 
 // Rows [r0, r1) of w as fp32 into out[(r1 - r0), w.cols]: bit for bit what
 // io::dequantize gives (the SIMD decoders compute d·q + m with one rounding, as the
