@@ -3,7 +3,8 @@
 // windowed layers (S = 2, W = 3, d = 4, two query heads on one KV head): over an OAL
 // kernel (HD state), over TaylorShift (feature prefix and ring features, fp32) and over
 // Performer with 8 features (fp64, with its key shift). A state that restore() accepts
-// must take one more token, or refuse it with oal::Error.
+// must take W + 1 more tokens (the CPU step's circular ring turned round), give a
+// snapshot that restores and steps again, or refuse with oal::Error.
 #include <ATen/ATen.h>
 
 #include <memory>
@@ -46,7 +47,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         auto state = layer.new_state(1);
         state->restore(saved.layers[0]);
         at::NoGradGuard no_grad;
-        (void)state->step(at::ones({1, 2, 4}), at::ones({1, 1, 4}), at::ones({1, 1, 4}));
+        // W + 1 steps: on the CPU path the circular ring turns all the way round; its
+        // snapshot (the ring put back in position order) must restore and step again.
+        for (int i = 0; i < 4; ++i)
+          (void)state->step(at::ones({1, 2, 4}), at::full({1, 1, 4}, 0.5 * i), at::ones({1, 1, 4}));
+        auto again = layer.new_state(1);
+        again->restore(state->snapshot());
+        (void)again->step(at::ones({1, 2, 4}), at::ones({1, 1, 4}), at::ones({1, 1, 4}));
       });
     }
   });
