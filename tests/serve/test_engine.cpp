@@ -145,6 +145,20 @@ TEST(Engine, ConcurrentRequestsMatchGenerateAlone) {
   EXPECT_EQ(s.step_prompt_tokens, 3 + 1 + 9 + 2 + 5);
 }
 
+// The prompt budget of a step: 512 when nobody decodes; beside decoding rows, one prompt
+// token per decoding row, at least 4, at most --prefill-chunk.
+TEST(Engine, StepPromptBudgetFollowsTheDecodingRows) {
+  EXPECT_EQ(serve::step_prompt_budget(0, 16), 512);
+  EXPECT_EQ(serve::step_prompt_budget(0, 2048), 2048);
+  EXPECT_EQ(serve::step_prompt_budget(1, 16), 4);
+  EXPECT_EQ(serve::step_prompt_budget(4, 16), 4);
+  EXPECT_EQ(serve::step_prompt_budget(9, 16), 9);
+  EXPECT_EQ(serve::step_prompt_budget(16, 16), 16);
+  EXPECT_EQ(serve::step_prompt_budget(30, 16), 16);
+  EXPECT_EQ(serve::step_prompt_budget(3, 2), 2);  // the chunk caps even the floor
+  EXPECT_EQ(serve::step_prompt_budget(3, 1), 1);
+}
+
 TEST(Engine, StopTokenAndRefusedJobs) {
   model::Transformer m = tiny_model(40);
   auto tok = tiny_tokenizer();
