@@ -146,17 +146,18 @@ TEST(Engine, ConcurrentRequestsMatchGenerateAlone) {
 }
 
 // The prompt budget of a step: 512 when nobody decodes; beside decoding rows, one prompt
-// token per decoding row, at least 4, at most --prefill-chunk.
-TEST(Engine, StepPromptBudgetFollowsTheDecodingRows) {
-  EXPECT_EQ(serve::step_prompt_budget(0, 16), 512);
-  EXPECT_EQ(serve::step_prompt_budget(0, 2048), 2048);
-  EXPECT_EQ(serve::step_prompt_budget(1, 16), 4);
-  EXPECT_EQ(serve::step_prompt_budget(4, 16), 4);
-  EXPECT_EQ(serve::step_prompt_budget(9, 16), 9);
-  EXPECT_EQ(serve::step_prompt_budget(16, 16), 16);
-  EXPECT_EQ(serve::step_prompt_budget(30, 16), 16);
-  EXPECT_EQ(serve::step_prompt_budget(3, 2), 2);  // the chunk caps even the floor
-  EXPECT_EQ(serve::step_prompt_budget(3, 1), 1);
+// token per running sequence (decoding or reading its prompt), at least 4, at most
+// --prefill-chunk.
+TEST(Engine, StepPromptBudgetFollowsTheRunningRows) {
+  EXPECT_EQ(serve::step_prompt_budget(0, 5, 16), 512);
+  EXPECT_EQ(serve::step_prompt_budget(0, 5, 2048), 2048);
+  EXPECT_EQ(serve::step_prompt_budget(1, 2, 16), 4);
+  EXPECT_EQ(serve::step_prompt_budget(3, 4, 16), 4);
+  EXPECT_EQ(serve::step_prompt_budget(1, 16, 16), 16);  // a burst beside one decoding row
+  EXPECT_EQ(serve::step_prompt_budget(5, 9, 16), 9);
+  EXPECT_EQ(serve::step_prompt_budget(30, 30, 16), 16);
+  EXPECT_EQ(serve::step_prompt_budget(3, 3, 2), 2);  // the chunk caps even the floor
+  EXPECT_EQ(serve::step_prompt_budget(3, 3, 1), 1);
 }
 
 TEST(Engine, StopTokenAndRefusedJobs) {

@@ -190,20 +190,23 @@ constexpr int64_t k_idle_prefill = 512;
 // The least a step reads of waiting prompts while sequences decode.
 constexpr int64_t k_min_shared_prefill = 4;
 
-int64_t step_prompt_budget(int64_t decoding_rows, int64_t prefill_chunk) {
+int64_t step_prompt_budget(int64_t decoding_rows, int64_t running_rows, int64_t prefill_chunk) {
   if (decoding_rows == 0) return std::max(prefill_chunk, k_idle_prefill);
-  return std::min(prefill_chunk, std::max(k_min_shared_prefill, decoding_rows));
+  return std::min(prefill_chunk, std::max(k_min_shared_prefill, running_rows));
 }
 
 void Engine::step() {
   // Every decoding sequence reads its next token; sequences still reading their prompts
-  // share the step_prompt_budget (engine.h says why it grows with the decoding rows).
+  // share the step_prompt_budget (engine.h says why it grows with the running rows).
   std::vector<generate::DecodeRow*> rows;
   for (auto& s : active_) rows.push_back(s.get());
-  const int64_t decoding = std::count_if(
-      rows.begin(), rows.end(), [](const generate::DecodeRow* r) { return r->decoding(); });
+  const auto count = [&](auto pred) { return std::count_if(rows.begin(), rows.end(), pred); };
+  const int64_t decoding = count([](const generate::DecodeRow* r) { return r->decoding(); });
+  const int64_t running = count([](const generate::DecodeRow* r) {
+    return r->decoding() || (!r->finished && r->prefilling());
+  });
   const generate::StepPlan plan =
-      generate::plan_step(rows, step_prompt_budget(decoding, options_.prefill_chunk));
+      generate::plan_step(rows, step_prompt_budget(decoding, running, options_.prefill_chunk));
   if (plan.rows.empty()) return;
   // Every row of the plan is a Sequence: the rows above are the active sequences.
   auto sequence = [](generate::DecodeRow* row) { return static_cast<Sequence*>(row); };

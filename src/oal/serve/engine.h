@@ -36,13 +36,15 @@
 namespace oal::serve {
 
 // Prompt tokens one step reads (all waiting prompts together) beside `decoding_rows`
-// sequences that each read one picked token: with none decoding, up to 512 (nobody waits
-// for the step); otherwise as many as there are decoding rows, at least 4 and at most
-// prefill_chunk. A step then carries at most one prompt row per decoding row, so a token
-// gap stays within about twice a decode step (measured, docs/serve.md: a fixed 16 gave
-// 4 clients a p99 of 79 ms against llama-server's 45; a fixed 4 cost 16 clients 9 % of
-// llama-server's tokens/s).
-int64_t step_prompt_budget(int64_t decoding_rows, int64_t prefill_chunk);
+// sequences that each read one picked token, of `running_rows` that are decoding or
+// reading a prompt: with none decoding, up to 512 (nobody waits for the step); otherwise
+// one per running sequence, at least 4 and at most prefill_chunk. A step then carries
+// about as many prompt rows as it has sequences, so a token gap stays within about twice
+// a decode step, and a burst of new prompts is still read 16 tokens a step at 16
+// sequences (measured, docs/serve.md: a fixed 16 gave 4 clients a p99 of 79 ms against
+// llama-server's 45; a fixed 4, or one per decoding sequence, cost 16 clients their lead
+// in tokens/s: prompts arriving beside few decoding rows were read 4 tokens a step).
+int64_t step_prompt_budget(int64_t decoding_rows, int64_t running_rows, int64_t prefill_chunk);
 
 struct EngineOptions {
   int64_t max_sequences = 16;  // decoded at once; > 0
