@@ -26,6 +26,17 @@ at::Tensor prompt_tokens(int64_t n, int64_t vocab) {
 
 double max_abs(const at::Tensor& t) { return t.abs().max().item<double>(); }
 
+// A float checkpoint of two small layers whose every matrix has whole blocks of 32
+// (hidden 64; down_proj has 96 inputs: 3 blocks).
+model::ModelWeights two_layer_synthetic(uint64_t seed) {
+  fixtures::SyntheticOptions o;
+  o.hidden_size = 64;
+  o.intermediate_size = 96;
+  o.num_layers = 2;
+  o.seed = seed;
+  return fixtures::make_synthetic_weights(o);
+}
+
 }  // namespace
 
 TEST(QuantizedWeights, SmolLM2KeptAsStoredMatchesItsFp32Copy) {
@@ -66,12 +77,7 @@ TEST(QuantizedWeights, SmolLM2KeptAsStoredMatchesItsFp32Copy) {
 }
 
 TEST(QuantizedWeights, FloatCheckpointConvertsToQ8_0AndBf16) {
-  fixtures::SyntheticOptions o;
-  o.hidden_size = 64;
-  o.intermediate_size = 96;  // down_proj has 96 inputs: 3 blocks of 32
-  o.num_layers = 2;
-  o.seed = 5;
-  const model::ModelWeights w = fixtures::make_synthetic_weights(o);
+  const model::ModelWeights w = two_layer_synthetic(5);
   const model::Transformer f(w), q8(w, {.weights = WeightFormat::q8_0}),
       bf(w, {.weights = WeightFormat::bf16});
   EXPECT_TRUE(q8.layer(0).q_proj.quant.defined());
@@ -100,12 +106,7 @@ TEST(QuantizedWeights, FloatCheckpointConvertsToQ8_0AndBf16) {
 // and the lm_head carry TransformerOptions::quant_dot, and the int8 route's activation
 // rounding shows in passes of at most 32 rows only (prefill panels always dequantize).
 TEST(QuantizedWeights, QuantDotIsChosenWhenTheModelIsBuilt) {
-  fixtures::SyntheticOptions o;
-  o.hidden_size = 64;
-  o.intermediate_size = 96;
-  o.num_layers = 2;
-  o.seed = 7;
-  const model::ModelWeights w = fixtures::make_synthetic_weights(o);
+  const model::ModelWeights w = two_layer_synthetic(7);
   const model::Transformer exact(w, {.weights = WeightFormat::q8_0}),
       int8(w, {.weights = WeightFormat::q8_0, .quant_dot = simd::QuantDot::int8});
   for (int64_t i = 0; i < 2; ++i)
