@@ -168,7 +168,8 @@ TEST(WindowedDecodeState, CpuStepMatchesReferenceAcrossShapes) {
 TEST(WindowedDecodeState, RotatedRingContinuesThroughPiecesAndSnapshots) {
   for (bool with_base : {true, false}) {
     WindowedAttention m(with_base ? quadratic(6, 16, 8, 5) : nullptr, {2, 7}, scales(6, 6));
-    auto q = randn({1, 6, 40, 16}, 21, 1.0, at::kFloat), k = randn({1, 2, 40, 16}, 22, 1.0, at::kFloat),
+    auto q = randn({1, 6, 40, 16}, 21, 1.0, at::kFloat),
+         k = randn({1, 2, 40, 16}, 22, 1.0, at::kFloat),
          v = randn({1, 2, 40, 16}, 23, 1.0, at::kFloat);
     c10::NoGradGuard g;
     const at::Tensor whole = m.forward(q, k, v);
@@ -186,7 +187,8 @@ TEST(WindowedDecodeState, RotatedRingContinuesThroughPiecesAndSnapshots) {
     std::vector<at::Tensor> yb;
     for (int64_t t = 21; t < 40; ++t)
       yb.push_back(b->step(q.select(2, t), k.select(2, t), v.select(2, t)).unsqueeze(2));
-    EXPECT_LT(rel_err(at::cat(yb, 2), whole.narrow(2, 21, 19)), 1e-5) << "restored, base " << with_base;
+    EXPECT_LT(rel_err(at::cat(yb, 2), whole.narrow(2, 21, 19)), 1e-5)
+        << "restored, base " << with_base;
   }
 }
 

@@ -138,8 +138,8 @@ oal::cli::Registrar reg{
           ->capture_default_str()
           ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
       app.add_option("--prefill-chunk", a->engine.prefill_chunk,
-                     "Most prompt tokens a step reads while other sequences decode: one per decoding "
-                     "sequence, at least 4, at most this (smaller: shorter gaps between their "
+                     "Most prompt tokens a step reads while other sequences decode: one per "
+                     "running sequence, at least 4, at most this (smaller: shorter gaps between their "
                      "tokens, a later first token for the new prompt); with none decoding a step "
                      "reads up to 512")
           ->capture_default_str()

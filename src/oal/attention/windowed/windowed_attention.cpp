@@ -390,7 +390,8 @@ at::Tensor WindowedDecodeState::step_simd(const AttentionDims& s, const at::Tens
   float* rk = ring_k_.data_ptr<float>();
   float* rv = ring_v_.data_ptr<float>();
   at::Tensor sums;
-  if (const QuadraticAttention* base = method_.quadratic()) {  // the oldest ring row enters the state
+  // The oldest ring row enters the HD state.
+  if (const QuadraticAttention* base = method_.quadratic()) {
     if (!hd_) hd_ = HdState::zeros(B, Hkv, D, Dv, at::kFloat, q.device());
     if (!ws_) ws_ = std::make_unique<simd::OalDecodeWorkspace>(B, Hkv, s.group_size(), D, Dv);
     leaving_.resize(static_cast<size_t>(B * Hkv * (D + Dv)));
