@@ -189,7 +189,7 @@ BenchRow time_decode(BenchMethod& m, const BenchShape& s, at::ScalarType dt, int
 // token i + 1 of any): a slow spell of the machine falls on all of them alike, so their
 // medians compare where a noisy VM makes cells taken one after another drift apart.
 // Peak memory is not separable per method here and is left 0 (the note says so).
-std::vector<BenchRow> time_decode_interleaved(std::vector<BenchMethod*>& methods,
+std::vector<BenchRow> time_decode_interleaved(const std::vector<BenchMethod*>& methods,
                                               const BenchShape& s, at::ScalarType dt, int64_t n,
                                               const BenchConfig& cfg, double gemm) {
   const int steps = cfg.decode_steps;
