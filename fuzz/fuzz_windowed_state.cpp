@@ -1,8 +1,9 @@
 // A windowed layer's decode state read back from a saved conversation (oal serve's state
 // file, src/oal/serve/state_file.h): the first layer's tensors restored into three
 // windowed layers (S = 2, W = 3, d = 4, two query heads on one KV head): over an OAL
-// kernel (HD state), over TaylorShift (feature prefix and ring features, fp32) and over
-// Performer with 8 features (fp64, with its key shift). A state that restore() accepts
+// kernel (HD state), over TaylorShift (feature prefix and ring features, fp32), over
+// Performer with 8 features (fp64, with its key shift), and the OAL one with its KV head
+// kept exact (a KV cache beside the windowed state). A state that restore() accepts
 // must take W + 1 more tokens (the CPU step's circular ring turned round), give a
 // snapshot that restores and steps again, or refuse with oal::Error.
 #include <ATen/ATen.h>
@@ -30,6 +31,10 @@ const std::vector<attn::WindowedAttention>& windowed_layers() {
     out.emplace_back(attn::TaylorShiftAttention::init(2, 1, 4), attn::Window{2, 3}, at::zeros({2}));
     out.emplace_back(attn::PerformerAttention::init(2, 1, 4, 0, 0, 8), attn::Window{2, 3},
                      at::zeros({2}));
+    // The OAL layer again with its KV head kept exact (full_heads.h): the snapshot adds
+    // the kept heads' cache ("full_k", "full_v") to the windowed tensors.
+    out.emplace_back(oal, attn::Window{2, 3}, at::zeros({2}));
+    out.back().set_full_heads({{0}});
     return out;
   }();
   return layers;

@@ -257,17 +257,25 @@ def windowed_state_seeds(out):
                             feats("z", dtype, [1, hf, f]), feats("log_shift", dtype, [1, hf])]
         write(out, "windowed_state", f"{tag}-past-window.state",
               state_file("fuzz-identity", "w", list(range(7)), [state]))
+    # The kept-head layer's snapshot: the windowed tensors and the KV head's whole cache.
+    kept = full + [rows("full_k", 7), rows("full_v", 7)]
+    write(out, "windowed_state", "full-heads.state", state_file("fuzz-identity", "w", list(range(7)), [kept]))
 
 
 def layer_scores_seeds(out):
-    """`oal layer-scores --out` files: three scored layers, and one with a single head."""
-    def scores(layers):
+    """`oal layer-scores --out` files: three scored layers, one with a single head, and two
+    with retrieval masses."""
+    def scores(layers, retrieval=False):
+        def layer(l, h):
+            j = {"layer": l, "mass_beyond_window": sum(h) / len(h), "heads": h}
+            if retrieval:
+                j["retrieval"] = [x / 2 for x in h]
+            return j
         return json.dumps({"format": "oal-layer-scores", "version": 1, "sinks": 4, "window": 64,
-                           "ctx": 1024, "sequences": 8,
-                           "layers": [{"layer": l, "mass_beyond_window": sum(h) / len(h), "heads": h}
-                                      for l, h in layers]})
+                           "ctx": 1024, "sequences": 8, "layers": [layer(l, h) for l, h in layers]})
     write(out, "layer_scores", "three.json", scores([(3, [0.1, 0.2]), (5, [0.4, 0.0]), (9, [0.3, 0.3])]))
     write(out, "layer_scores", "one.json", scores([(0, [0.5])]))
+    write(out, "layer_scores", "retrieval.json", scores([(3, [0.1, 0.2]), (5, [0.4, 0.0])], retrieval=True))
 
 
 def openai_request_seeds(out):

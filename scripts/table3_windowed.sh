@@ -25,8 +25,14 @@
 # calibration blocks and training), training blocks 9- (64 blocks to the text's end),
 # held-out perplexity and calibration blocks as above.
 #
+# FULL_HEADS=M keeps the M KV heads that retrieve most exact beside every windowed layer
+# (oal convert --full-heads auto:M; the names get "-fM"): scored by `oal layer-scores
+# --retrieval-probes 8` on passkey prompts of 2048 tokens (seed 1; the evaluation's
+# passkey prompts use seed 0) into runs/smollm2/layer-scores-sSwW-retrieval.json.
+#
 # Environment: OAL=build/release/oal OUT=runs/table3-windowed RECORDS=docs/records/table3-windowed
 #   METHODS="oal-s4w64 softmax" RANGE=3-26 STEPS=256|64 EVAL=ppl,passkey TRAIN_CTX=1024
+#   FULL_HEADS=M
 #   BALANCE=1 (the adapted windowed model rebalanced: see the step at the end)
 #   CALIB=DIR (a calibration run to start the kernels from instead of calib-all-sSwW, e.g.
 #   runs/smollm2/calib-oal-hybrid-s4w256-ctx4096 of windowed_smollm2.sh's long step)
@@ -61,6 +67,9 @@ record() {  # record NAME CMD...: JSON to $RECORDS/<range>/NAME.json unless pres
   echo "table3_windowed: $(basename "$f") done" >&2
 }
 
+if [[ $RANGE == auto:* ]] && [ -n "${FULL_HEADS:-}" ]; then
+  echo "table3_windowed: FULL_HEADS with an auto RANGE is not supported (two scores files)" >&2; exit 2
+fi
 layer_args=(--layers "$RANGE")
 if [[ $RANGE == auto:* ]]; then
   scores=runs/smollm2/layer-scores-s4w64.json
@@ -87,6 +96,16 @@ for name in $METHODS; do
       STEPS=plain bash scripts/windowed_smollm2.sh ;;
     *) echo "table3_windowed: unknown method '$name'" >&2; exit 2 ;;
   esac
+  full_args=() ftag=""
+  if [ -n "${FULL_HEADS:-}" ] && [ -n "${window_args[*]}" ]; then
+    rscores=runs/smollm2/layer-scores-s${sinks}w$window-retrieval.json
+    mkdir -p runs/smollm2
+    [ -f "$rscores" ] || "$OAL" layer-scores --model "$M" --text "$T" --ctx 1024 --blocks 16-23 \
+      --sinks "$sinks" --window "$window" --retrieval-probes 8 --probe-length 2048 \
+      --out "$rscores" --quiet > /dev/null
+    full_args=(--full-heads "auto:$FULL_HEADS" --layer-scores "$rscores") ftag="-f$FULL_HEADS"
+  fi
+  name=$name$ftag
   run="$OUT/$range_dir/$name$tag"
   calib=()
   [ -z "$calib_dir" ] || calib=(--calib "$calib_dir")
@@ -94,7 +113,7 @@ for name in $METHODS; do
   [ -f "$run/last.json" ] && resume=(--resume)
   if [ "$method" = softmax ]; then layers=(--layers "3-26"); else layers=("${layer_args[@]}"); fi
   record "$name$tag-finetune" "$OAL" finetune --model "$M" "${calib[@]}" --method "$method" \
-    "${layers[@]}" "${window_args[@]}" --train "$T" --val "$T" "${blocks[@]}" \
+    "${layers[@]}" "${window_args[@]}" "${full_args[@]}" --train "$T" --val "$T" "${blocks[@]}" \
     --steps "$STEPS" --eval-every "$every" --patience 0 --seed 1 --ctx "$TRAIN_CTX" \
     --out "$run" "${resume[@]}" --quiet --json
   adapted="$run/model"

@@ -71,5 +71,44 @@ TEST(LayerScores, MalformedFilesAreNamedErrors) {
   EXPECT_NE(error_for(j).find("integer"), std::string::npos);
 }
 
+// Retrieval masses round-trip beside the window masses, and must be on every layer or
+// none, one per head, in [0, 1].
+TEST(LayerScores, RetrievalMassesRoundTripAndAreChecked) {
+  const auto dir = test::make_temp_dir("layer_scores_retrieval");
+  LayerScores s = example();
+  for (auto& l : s.layers) l.retrieval = {0.25, double(l.layer) / 8};
+  std::ofstream(dir / "s.json") << layer_scores_to_json(s).dump();
+  const LayerScores back = read_layer_scores(dir / "s.json");
+  for (size_t i = 0; i < s.layers.size(); ++i)
+    EXPECT_EQ(back.layers[i].retrieval, s.layers[i].retrieval);
+  // One KV head per two query heads: layer 4 (0.5), then layer 3 (0.375), ...
+  const auto kept = most_retrieving_kv_heads(back, 2, {0, 1, 2, 3, 4}, 1);
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept.at(4).kv, (std::vector<int64_t>{0}));
+  EXPECT_EQ(kept.at(3).kv, (std::vector<int64_t>{0}));
+  EXPECT_THROW(most_retrieving_kv_heads(back, 1, {7}, 1), Error);   // not scored
+  EXPECT_THROW(most_retrieving_kv_heads(back, 1, {0}, 3), Error);   // 2 heads over 3
+  EXPECT_THROW(most_retrieving_kv_heads(back, 0, {0, 1}, 1), Error);
+
+  auto error_for = [&](nlohmann::json j) {
+    std::ofstream(dir / "bad.json") << j.dump();
+    try {
+      read_layer_scores(dir / "bad.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  nlohmann::json j = layer_scores_to_json(s);
+  j["layers"][2].erase("retrieval");
+  EXPECT_NE(error_for(j).find("every layer or for none"), std::string::npos);
+  j = layer_scores_to_json(s);
+  j["layers"][1]["retrieval"] = {0.1};
+  EXPECT_NE(error_for(j).find("1 retrieval masses for 2 heads"), std::string::npos);
+  j = layer_scores_to_json(s);
+  j["layers"][0]["retrieval"][1] = -0.5;
+  EXPECT_NE(error_for(j).find("[0, 1]"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace oal::analysis

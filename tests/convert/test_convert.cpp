@@ -235,20 +235,93 @@ TEST(ConvertPlan, AutoLayersTakeTheLeastAttendingScoredLayers) {
   ConvertOptions o;
   o.layers = "auto:2";
   o.layer_scores = dir / "scores.json";
-  const ConversionPlan p = plan_conversion(o, 3);
+  const ConversionPlan p = plan_conversion(o, 3, 1);
   EXPECT_EQ(p.layers, (std::vector<int64_t>{1, 2}));
   EXPECT_NE(p.range_rule.find("auto: the 2 of 3"), std::string::npos) << p.range_rule;
   o.window = {2, 3};
-  EXPECT_NE(error_of([&] { plan_conversion(o, 3); }).find("ask for S=2,W=3"), std::string::npos);
+  EXPECT_NE(error_of([&] { plan_conversion(o, 3, 1); }).find("ask for S=2,W=3"), std::string::npos);
   o.window = {};
-  EXPECT_NE(error_of([&] { plan_conversion(o, 2); }).find("the model has 2 layers"), std::string::npos);
+  EXPECT_NE(error_of([&] { plan_conversion(o, 2, 1); }).find("the model has 2 layers"), std::string::npos);
   o.layers = "auto:two";
-  EXPECT_NE(error_of([&] { plan_conversion(o, 3); }).find("expected auto:K"), std::string::npos);
+  EXPECT_NE(error_of([&] { plan_conversion(o, 3, 1); }).find("expected auto:K"), std::string::npos);
   o.layers = "auto:4";
-  EXPECT_NE(error_of([&] { plan_conversion(o, 3); }).find("expected 1 to 3 layers"), std::string::npos);
+  EXPECT_NE(error_of([&] { plan_conversion(o, 3, 1); }).find("expected 1 to 3 layers"), std::string::npos);
   o.layers = "auto:2";
   o.layer_scores.clear();
-  EXPECT_NE(error_of([&] { plan_conversion(o, 3); }).find("needs --layer-scores"), std::string::npos);
+  EXPECT_NE(error_of([&] { plan_conversion(o, 3, 1); }).find("needs --layer-scores"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+// --full-heads: retrieval heads kept exact, chosen from the scores or listed, carried
+// through export and load (the loaded layer's fingerprint names them).
+TEST(ConvertPlan, FullHeadsAreChosenListedAndExported) {
+  const auto dir = test::make_temp_dir("convert_full_heads");
+  // Two KV heads of two query heads each; retrieval per query head.
+  analysis::LayerScores scores{{1, 3}, 64, 2, {}};
+  scores.layers = {{0, {0.4, 0.4, 0.1, 0.1}, {0.0, 0.1, 0.2, 0.0}},
+                   {1, {0.1, 0.2, 0.3, 0.1}, {0.9, 0.0, 0.05, 0.3}}};
+  std::ofstream(dir / "scores.json") << analysis::layer_scores_to_json(scores).dump();
+  ConvertOptions o;
+  o.method = "window";
+  o.layers = "0-1";
+  o.layer_scores = dir / "scores.json";
+  o.full_heads = "auto:2";
+  // KV head scores (max over its query heads): 0:0 0.1, 0:1 0.2, 1:0 0.9, 1:1 0.3.
+  ConversionPlan p = plan_conversion(o, 2, 2);
+  EXPECT_EQ(describe_full_heads(p.full_heads), "1:0,1:1");
+  o.full_heads = "auto:3";
+  EXPECT_EQ(describe_full_heads(plan_conversion(o, 2, 2).full_heads), "0:1,1:0,1:1");
+  o.layers = "0";  // only layer 0's heads are candidates
+  o.full_heads = "auto:1";
+  EXPECT_EQ(describe_full_heads(plan_conversion(o, 2, 2).full_heads), "0:1");
+  o.full_heads = "auto:3";
+  EXPECT_NE(error_of([&] { plan_conversion(o, 2, 2); }).find("expected 1 to 2 kept KV heads"),
+            std::string::npos);
+  o.layers = "0-1";
+  o.full_heads = "1:1,0:0";
+  EXPECT_EQ(describe_full_heads(plan_conversion(o, 2, 2).full_heads), "0:0,1:1");
+  for (const auto& [spec, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"1:2", "KV head 2 does not exist"},
+           {"3:0", "layer 3 is not converted"},
+           {"1:0,1:0", "ascending without repeats"},
+           {"1-0", "LAYER:HEAD"},
+           {",", "LAYER:HEAD"},
+           {"auto:x", "expected auto:M"}}) {
+    o.full_heads = spec;
+    EXPECT_NE(error_of([&] { plan_conversion(o, 2, 2); }).find(needle), std::string::npos) << spec;
+  }
+  o.full_heads = "auto:1";
+  scores.layers[0].retrieval.clear();
+  scores.layers[1].retrieval.clear();
+  std::ofstream(dir / "scores.json") << analysis::layer_scores_to_json(scores).dump();
+  EXPECT_NE(error_of([&] { plan_conversion(o, 2, 2); }).find("--retrieval-probes"),
+            std::string::npos);
+  o.method = "softmax";
+  o.full_heads = "0:0";
+  EXPECT_NE(error_of([&] { plan_conversion(o, 2, 2); }).find("softmax converts none"),
+            std::string::npos);
+
+  // Export and load: the kept heads survive, and a plain (unwindowed) method refuses them.
+  const auto w = test::tiny_weights(1);
+  auto methods = methods_from_calibration("", w, "window", {1}, false, KernelInit::initial, {1, 2});
+  const attn::FullHeads kept{{w.config.num_kv_heads - 1}};
+  apply_full_heads(methods, {{1, kept}});
+  model::Transformer t(w);
+  adapt::apply_hybrid(t, methods);
+  export_converted(dir / "converted", w, t, "window", {1}, "tiny", "");
+  const auto loaded = formats::load_transformer((dir / "converted").string());
+  const auto* wa = dynamic_cast<const attn::WindowedAttention*>(&loaded->attention(1));
+  ASSERT_NE(wa, nullptr);
+  EXPECT_EQ(wa->full_heads(), kept);
+  EXPECT_EQ(loaded->attention(1).fingerprint(), methods.at(1)->fingerprint());
+  EXPECT_NE(loaded->attention(1).fingerprint().find("full="), std::string::npos);
+  std::map<int64_t, std::shared_ptr<attn::AttentionMethod>> plain{
+      {1, attn::TaylorShiftAttention::init(w.config.num_heads, w.config.num_kv_heads,
+                                           w.config.head_dim)}};
+  EXPECT_NE(error_of([&] { apply_full_heads(plain, {{1, kept}}); }).find("without a window"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { apply_full_heads(methods, {{0, kept}}); }).find("not converted"),
+            std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

@@ -58,6 +58,8 @@ void run(ConvertArgs& a) {
                      {"layers", r.layers},
                      {"layer_range", r.plan.range_rule},
                      {"kernel_start", r.plan.from_calibration ? "calibrated" : "initial"},
+                     {"full_heads", oal::convert::describe_full_heads(r.plan.full_heads)},
+                     {"full_heads_rule", r.plan.full_heads_rule},
                      {"out", r.out.string()}};
     if (r.balance) j["balance"] = balance_json(*r.balance, a);
     fmt::print("{}\n", j.dump(2));
@@ -72,6 +74,9 @@ void run(ConvertArgs& a) {
                  r.balance->scores[i].ppl, i == r.balance->chosen ? "  <- chosen" : "");
   }
   fmt::print("layer range: {}\n", r.plan.range_rule.empty() ? "none (softmax)" : r.plan.range_rule);
+  if (!r.plan.full_heads.empty())
+    fmt::print("kept exact: KV heads {} ({})\n",
+               oal::convert::describe_full_heads(r.plan.full_heads), r.plan.full_heads_rule);
   fmt::print("converted layers [{}] to {} ({} parameters); written to {}\n",
              fmt::join(r.layers, ","), r.method, r.plan.from_calibration ? "calibrated" : "initial",
              r.out.string());
@@ -110,7 +115,13 @@ oal::cli::Registrar reg{
                      "Recent tokens attended exactly (must match the calibration run)")
           ->capture_default_str();
       app.add_option("--layer-scores", a->o.layer_scores,
-                     "Scores from `oal layer-scores --out FILE`, for --layers auto:K");
+                     "Scores from `oal layer-scores --out FILE`, for --layers auto:K and "
+                     "--full-heads auto:M");
+      app.add_option("--full-heads", a->o.full_heads,
+                     "KV heads of converted windowed layers kept exact (softmax over every key, "
+                     "a KV cache): auto:M, the M that retrieve most (needs --layer-scores from "
+                     "`oal layer-scores --retrieval-probes N`), or LAYER:HEAD pairs, e.g. "
+                     "14:0,20:2");
       app.add_option("--out", a->out, "Output directory")->required();
       app.add_option("--tokenizer", a->tokenizer, "Tokenizer file (default: beside the model)");
       app.add_option("--balance-text", a->balance_text,

@@ -56,6 +56,7 @@ void run(FinetuneArgs& a) {
                         {"layers", r.layers},
                         {"layer_range", r.plan.range_rule},
                         {"kernel_start", r.plan.from_calibration ? "calibrated" : "initial"},
+                        {"full_heads", oal::convert::describe_full_heads(r.plan.full_heads)},
                         {"steps", o.train.steps},
                         {"updates", t.steps},
                         {"stopped_early", t.stopped_early},
@@ -76,6 +77,9 @@ void run(FinetuneArgs& a) {
   fmt::print("layer range: {}; kernel parameters started {}\n",
              r.plan.range_rule.empty() ? "none (softmax)" : r.plan.range_rule,
              r.plan.from_calibration ? "from calibration" : "from their initial values");
+  if (!r.plan.full_heads.empty())
+    fmt::print("kept exact: KV heads {} ({})\n",
+               oal::convert::describe_full_heads(r.plan.full_heads), r.plan.full_heads_rule);
   fmt::print("method {} on layers [{}], LoRA r={} alpha={} dropout={}: {} adapter + {} kernel "
              "parameters trained\n",
              o.convert.method, fmt::join(r.layers, ","), o.lora.rank, o.lora.alpha, o.lora.dropout,
@@ -118,7 +122,13 @@ oal::cli::Registrar reg{
                      "Recent tokens attended exactly (must match the calibration run)")
           ->capture_default_str();
       app.add_option("--layer-scores", o.convert.layer_scores,
-                     "Scores from `oal layer-scores --out FILE`, for --layers auto:K");
+                     "Scores from `oal layer-scores --out FILE`, for --layers auto:K and "
+                     "--full-heads auto:M");
+      app.add_option("--full-heads", o.convert.full_heads,
+                     "KV heads of converted windowed layers kept exact (softmax over every key, "
+                     "a KV cache): auto:M, the M that retrieve most (needs --layer-scores from "
+                     "`oal layer-scores --retrieval-probes N`), or LAYER:HEAD pairs, e.g. "
+                     "14:0,20:2");
       app.add_option("--train", a->train, "Training text file")->required();
       app.add_option("--val", a->val, "Validation text file")->required();
       app.add_option("--train-blocks", o.train_blocks,

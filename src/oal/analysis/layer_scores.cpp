@@ -21,8 +21,11 @@ double LayerScore::mean() const {
 
 nlohmann::json layer_scores_to_json(const LayerScores& s) {
   nlohmann::json layers = nlohmann::json::array();
-  for (const auto& l : s.layers)
-    layers.push_back({{"layer", l.layer}, {"mass_beyond_window", l.mean()}, {"heads", l.heads}});
+  for (const auto& l : s.layers) {
+    nlohmann::json j = {{"layer", l.layer}, {"mass_beyond_window", l.mean()}, {"heads", l.heads}};
+    if (!l.retrieval.empty()) j["retrieval"] = l.retrieval;
+    layers.push_back(std::move(j));
+  }
   return {{"format", "oal-layer-scores"},
           {"version", 1},
           {"sinks", s.window.sinks},
@@ -33,6 +36,21 @@ nlohmann::json layer_scores_to_json(const LayerScores& s) {
 }
 
 namespace {
+
+// Per-head masses in [0, 1] under `field` of layer `l`.
+std::vector<double> read_masses(const nlohmann::json& l, const char* field, int64_t layer,
+                                const std::string& where) {
+  check(l[field].is_array() && !l[field].empty(), k_op,
+        "{}: layer {}: '{}' must be a non-empty array", where, layer, field);
+  std::vector<double> out;
+  for (const auto& h : l[field]) {
+    check(h.is_number() && std::isfinite(h.get<double>()) && h.get<double>() >= 0 &&
+              h.get<double>() <= 1,
+          k_op, "{}: layer {}: {} masses must be numbers in [0, 1]", where, layer, field);
+    out.push_back(h.get<double>());
+  }
+  return out;
+}
 
 LayerScores parse_layer_scores(const nlohmann::json& j, const std::string& where) {
   check(j.is_object() && j.contains("format") && j["format"].is_string() &&
@@ -51,13 +69,17 @@ LayerScores parse_layer_scores(const nlohmann::json& j, const std::string& where
     check(l.is_object() && l.contains("layer") && l.contains("heads") && l["heads"].is_array() &&
               !l["heads"].empty(),
           k_op, "{}: each layer needs 'layer' and a non-empty array 'heads'", where);
-    LayerScore ls{io::json_int(l["layer"], k_op, where + ": layers[].layer"), {}};
-    for (const auto& h : l["heads"]) {
-      check(h.is_number() && std::isfinite(h.get<double>()) && h.get<double>() >= 0 &&
-                h.get<double>() <= 1,
-            k_op, "{}: layer {}: head masses must be numbers in [0, 1]", where, ls.layer);
-      ls.heads.push_back(h.get<double>());
+    LayerScore ls{io::json_int(l["layer"], k_op, where + ": layers[].layer"), {}, {}};
+    ls.heads = read_masses(l, "heads", ls.layer, where);
+    if (l.contains("retrieval")) {
+      ls.retrieval = read_masses(l, "retrieval", ls.layer, where);
+      check(ls.retrieval.size() == ls.heads.size(), k_op,
+            "{}: layer {}: {} retrieval masses for {} heads", where, ls.layer,
+            ls.retrieval.size(), ls.heads.size());
     }
+    check(s.layers.empty() || ls.retrieval.empty() == s.layers.back().retrieval.empty(), k_op,
+          "{}: layer {}: retrieval masses must be given for every layer or for none", where,
+          ls.layer);
     check(s.layers.empty() || ls.layer > s.layers.back().layer, k_op,
           "{}: layers must be listed once each, in ascending order (layer {})", where, ls.layer);
     check(ls.layer >= 0, k_op, "{}: layer {} is negative", where, ls.layer);
@@ -88,6 +110,42 @@ std::vector<int64_t> least_window_mass_layers(const LayerScores& s, int64_t coun
   std::vector<int64_t> out;
   for (int64_t i = 0; i < count; ++i) out.push_back(order[i]->layer);
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::map<int64_t, attn::FullHeads> most_retrieving_kv_heads(const LayerScores& s, int64_t count,
+                                                           const std::vector<int64_t>& layers,
+                                                           int64_t kv_heads) {
+  struct Candidate {
+    double score;
+    int64_t layer, head;
+  };
+  std::vector<Candidate> all;
+  for (int64_t layer : layers) {
+    const auto it = std::find_if(s.layers.begin(), s.layers.end(),
+                                 [&](const LayerScore& l) { return l.layer == layer; });
+    check(it != s.layers.end(), k_op, "layer {} is not scored", layer);
+    check(!it->retrieval.empty(), k_op,
+          "no retrieval scores: run `oal layer-scores --retrieval-probes N --out FILE`");
+    const int64_t hq = int64_t(it->retrieval.size());
+    check(kv_heads >= 1 && hq % kv_heads == 0, k_op,
+          "layer {}: {} query heads do not group over {} KV heads", layer, hq, kv_heads);
+    const int64_t g = hq / kv_heads;
+    for (int64_t h = 0; h < kv_heads; ++h)
+      all.push_back({*std::max_element(it->retrieval.begin() + h * g,
+                                       it->retrieval.begin() + (h + 1) * g),
+                     layer, h});
+  }
+  check(count >= 1 && count <= int64_t(all.size()), k_op,
+        "expected 1 to {} kept KV heads ({} per layer over {} layers), got {}", all.size(),
+        kv_heads, layers.size(), count);
+  std::stable_sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.score != b.score) return a.score > b.score;
+    return a.layer != b.layer ? a.layer < b.layer : a.head < b.head;
+  });
+  std::map<int64_t, attn::FullHeads> out;
+  for (int64_t i = 0; i < count; ++i) out[all[i].layer].kv.push_back(all[i].head);
+  for (auto& [layer, heads] : out) std::sort(heads.kv.begin(), heads.kv.end());
   return out;
 }
 

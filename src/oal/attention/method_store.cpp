@@ -23,6 +23,7 @@ nlohmann::json layer_json(const LayerMethods& lm, std::map<std::string, at::Tens
   nlohmann::json lj{{"layer", lm.layer}};
   for (const auto& [name, m] : lm.methods) {
     const auto* w = dynamic_cast<const WindowedAttention*>(m.get());
+    if (w && !w->full_heads().none()) lj["full_kv_heads"] = w->full_heads().kv;
     if (w && w->base())
       scales[fmt::format("{}.layers.{}.log_scale", name, lm.layer)] =
           w->log_scale().detach().to(at::kFloat).contiguous();
@@ -118,6 +119,16 @@ LayerMethods read_layer(const nlohmann::json& lj, const MethodStore& store,
       check(it != files.scales.tensors.end(), k_op, "{}: no '{}' (the c_h of a windowed layer)",
             files.scales_path.string(), key);
       w->load_log_scale(it->second);
+    }
+    if (lj.contains("full_kv_heads")) {
+      auto* w = dynamic_cast<WindowedAttention*>(m.get());
+      check(w != nullptr, k_op,
+            "calibration.json: layer {} keeps full KV heads, but its method '{}' has no window",
+            lm.layer, name);
+      FullHeads full;
+      for (const auto& h : lj.at("full_kv_heads"))
+        full.kv.push_back(io::json_int(h, k_op, "calibration.json: layers[].full_kv_heads"));
+      w->set_full_heads(std::move(full));
     }
     lm.methods[name] = m;
   }

@@ -14,7 +14,9 @@
 //                          projection and theta, SpectraFormer B, G, S, perm)
 //   window.safetensors     with a window ("sinks" and "window" in the manifest, both 0
 //                          when absent): "<method>.layers.<i>.log_scale" [Hq] fp32, the
-//                          c_h of each windowed quadratic-kernel method
+//                          c_h of each windowed quadratic-kernel method; a layer entry's
+//                          "full_kv_heads" [...] lists the KV heads its windowed methods
+//                          attend exactly (windowed/full_heads.h), absent when none
 // Every file is written atomically.
 #include <nlohmann/json.hpp>
 

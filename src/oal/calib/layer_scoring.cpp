@@ -29,9 +29,44 @@ analysis::LayerScores score_layers(const model::Transformer& model,
   for (const auto& [layer, cap] : caps) {  // std::map: ascending layers
     const at::Tensor mass = attn::mass_beyond_window(cap.q, cap.k, window).contiguous();
     out.layers.push_back({layer, std::vector<double>(mass.data_ptr<double>(),
-                                                     mass.data_ptr<double>() + mass.numel())});
+                                                     mass.data_ptr<double>() + mass.numel()),
+                          {}});
   }
   return out;
+}
+
+void score_retrieval(const model::Transformer& model, const std::vector<RetrievalProbe>& probes,
+                     analysis::LayerScores& scores, const ProgressFn& progress) {
+  constexpr std::string_view op = "layer_scores";
+  check(!probes.empty(), op, "retrieval scores need at least one probe");
+  std::vector<int64_t> layers;
+  for (const auto& l : scores.layers) layers.push_back(l.layer);
+  std::vector<at::Tensor> sums(layers.size());
+  for (size_t p = 0; p < probes.size(); ++p) {
+    const RetrievalProbe& probe = probes[p];
+    const int64_t T = int64_t(probe.tokens.size());
+    check(T >= 1 && int64_t(probe.keys.size()) == T && !probe.rows.empty(), op,
+          "probe {}: expected one key flag per token ({} tokens, {} flags) and at least one row",
+          p, T, probe.keys.size());
+    at::Tensor keys = at::zeros({T}, at::kBool);
+    for (int64_t t = 0; t < T; ++t) keys[t] = bool(probe.keys[t]);
+    const at::Tensor rows = at::tensor(probe.rows, at::kLong);
+    const at::Tensor tokens = at::tensor(probe.tokens, at::kLong).view({1, T});
+    const auto caps = capture_qkv(model, tokens, layers);
+    size_t i = 0;
+    for (const auto& [layer, cap] : caps) {  // ascending, as scores.layers
+      const at::Tensor m =
+          attn::mass_on_keys(cap.q[0], cap.k[0], rows, keys, scores.window);
+      sums[i] = sums[i].defined() ? sums[i] + m : m;
+      ++i;
+    }
+    report(progress, int64_t(p + 1), int64_t(probes.size()), "probes");
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const at::Tensor mean = (sums[i] / double(probes.size())).contiguous();
+    scores.layers[i].retrieval.assign(mean.data_ptr<double>(),
+                                      mean.data_ptr<double>() + mean.numel());
+  }
 }
 
 }  // namespace oal::calib

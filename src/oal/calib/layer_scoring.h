@@ -22,4 +22,20 @@ analysis::LayerScores score_layers(const model::Transformer& model,
                                    const std::vector<int64_t>& layers, const attn::Window& window,
                                    const ProgressFn& progress = {});
 
+// One sequence to probe retrieval on: a prompt with its answer, the positions whose
+// next token is part of the answer, and the earlier tokens the answer copies (a passkey
+// prompt's key digits in the needle; eval/passkey.h builds them).
+struct RetrievalProbe {
+  std::vector<int64_t> tokens;  // [T] prompt + answer
+  std::vector<int64_t> rows;    // query positions that predict answer tokens
+  std::vector<bool> keys;       // [T] true on the tokens to be retrieved
+};
+
+// Adds to each scored layer of `scores` (same layers, in order) the mean over `probes`
+// of mass_on_keys per query head (attention/windowed/window_mass.h) under scores.window:
+// LayerScore::retrieval. Progress: ("probes"). Throws oal::Error("layer_scores") for an
+// empty probe list or a probe whose rows or keys do not fit its tokens.
+void score_retrieval(const model::Transformer& model, const std::vector<RetrievalProbe>& probes,
+                     analysis::LayerScores& scores, const ProgressFn& progress = {});
+
 }  // namespace oal::calib

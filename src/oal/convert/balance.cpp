@@ -54,7 +54,9 @@ LayerMethods offset_log_scales(const LayerMethods& methods, std::optional<double
     const at::Tensor c = w.log_scale().detach().to(at::kFloat);
     const at::Tensor shifted = offset ? c - *offset
                                       : at::full_like(c, attn::k_window_only_log_scale);
-    out[layer] = std::make_shared<attn::WindowedAttention>(w.base(), w.window(), shifted);
+    auto balanced = std::make_shared<attn::WindowedAttention>(w.base(), w.window(), shifted);
+    balanced->set_full_heads(w.full_heads());
+    out[layer] = balanced;
   }
   return out;
 }

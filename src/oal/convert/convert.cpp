@@ -57,8 +57,10 @@ std::shared_ptr<attn::AttentionMethod> make_trainable(std::shared_ptr<attn::Atte
     if (w->feature_map())  // the baseline's own tensors, in place as for a plain one
       for (auto p : base->parameters())
         if (p.is_leaf() && p.is_floating_point()) p.set_requires_grad(true);
-    return std::make_shared<attn::WindowedAttention>(base, w->window(), w->log_scale(),
-                                                     /*trainable=*/base != nullptr);
+    auto out = std::make_shared<attn::WindowedAttention>(base, w->window(), w->log_scale(),
+                                                         /*trainable=*/base != nullptr);
+    out->set_full_heads(w->full_heads());
+    return out;
   }
   for (auto p : m->parameters())
     if (p.is_leaf() && p.is_floating_point()) p.set_requires_grad(true);

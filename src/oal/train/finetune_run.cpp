@@ -87,10 +87,11 @@ FinetuneRunResult run_finetune(const FinetuneRunOptions& o, const ProgressFn& pr
         "ctx {} is longer than the model supports (max_position_embeddings {})", o.ctx,
         cfg.max_position_embeddings);
   FinetuneRunResult res;
-  res.plan = convert::plan_conversion(c, cfg.num_layers);
+  res.plan = convert::plan_conversion(c, cfg.num_layers, cfg.num_kv_heads);
   res.layers = res.plan.layers;
   auto methods = convert::methods_from_calibration(c.calib, w, c.method, res.layers, o.train_kernel,
                                                   c.init, c.window);
+  convert::apply_full_heads(methods, res.plan.full_heads);
   const fs::path tok_path = formats::find_tokenizer(c.model, c.tokenizer);
   auto tok = text::load_tokenizer(tok_path);
   FinetuneData data{text_blocks(*tok, o.train_text, o.ctx, o.train_blocks),

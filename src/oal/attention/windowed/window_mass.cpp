@@ -44,4 +44,33 @@ at::Tensor mass_beyond_window(const at::Tensor& q, const at::Tensor& k, const Wi
   return mass;
 }
 
+at::Tensor mass_on_keys(const at::Tensor& q, const at::Tensor& k, const at::Tensor& rows,
+                        const at::Tensor& keys, const Window& w) {
+  constexpr std::string_view op = "mass_on_keys";
+  w.validate(op);
+  check_dim(q, 3, op, "q [Hq, T, D]");
+  check_dim(k, 3, op, "k [Hkv, T, D]");
+  const int64_t Hq = q.size(0), T = q.size(1), D = q.size(2), Hkv = k.size(0);
+  check(k.size(1) == T && k.size(2) == D && Hkv >= 1 && Hq % Hkv == 0 && T >= 1, op,
+        "q {} and k {} disagree", shape_str(q), shape_str(k));
+  check(rows.dim() == 1 && rows.numel() >= 1 && rows.scalar_type() == at::kLong, op,
+        "expected rows [R] int64 with R >= 1, got {}", shape_str(rows));
+  check(rows.min().item<int64_t>() >= 0 && rows.max().item<int64_t>() < T, op,
+        "rows must lie in [0, {}) (the sequence)", T);
+  check(keys.dim() == 1 && keys.size(0) == T && keys.scalar_type() == at::kBool, op,
+        "expected keys [{}] bool, got {}", T, shape_str(keys));
+  const at::Tensor kd = k.to(at::kDouble).repeat_interleave(Hq / Hkv, 0);  // [Hq, T, D]
+  const at::Tensor qd = q.index_select(1, rows).to(at::kDouble);           // [Hq, R, D]
+  at::Tensor s = at::matmul(qd, kd.transpose(-1, -2)) / std::sqrt(double(D));  // [Hq, R, T]
+  const at::Tensor kpos = at::arange(T, at::kLong);
+  const at::Tensor causal = kpos.unsqueeze(0) <= rows.unsqueeze(1);  // [R, T]
+  s = s.masked_fill(causal.logical_not(), -std::numeric_limits<double>::infinity());
+  const at::Tensor p = at::softmax(s, -1);
+  const at::Tensor chosen = (linear_mask(rows, kpos, w) & keys.unsqueeze(0)).to(at::kDouble);
+  const at::Tensor mass = (p * chosen).sum(-1).mean(-1);  // [Hq]
+  check(at::isfinite(mass).all().item<bool>(), op,
+        "the attention mass is not finite (NaN or Inf in q, k)");
+  return mass;
+}
+
 }  // namespace oal::attn

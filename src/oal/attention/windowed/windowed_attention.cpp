@@ -120,23 +120,36 @@ at::Tensor WindowedAttention::forward(const at::Tensor& q, const at::Tensor& k,
   // (O(N) memory) instead of the ATen graph of the decode path below. (Not for a
   // feature-map base: it has no such kernel.)
   const LayerKernels* kernels = quadratic_ ? &quadratic_->kernels() : nullptr;
+  at::Tensor y;
   if (!feature_map_ && kernel_train_ready(q, k, v, kernels, log_scale_) &&
-      (!quadratic_ || quadratic_->options().backend != HdBackend::aten))
-    return kernel_attention_train(q, k, v, kernels, log_scale_, window_);
-  WindowedDecodeState state(*this, q.size(0));
-  return state.extend(q, k, v);
+      (!quadratic_ || quadratic_->options().backend != HdBackend::aten)) {
+    y = kernel_attention_train(q, k, v, kernels, log_scale_, window_);
+  } else {
+    WindowedDecodeState state(*this, q.size(0));
+    y = state.extend(q, k, v);
+  }
+  return attend_full_heads(full_heads_, y, q, k, v);
 }
 
 std::unique_ptr<DecodeState> WindowedAttention::new_state(int64_t batch) const {
-  return std::make_unique<WindowedDecodeState>(*this, batch);
+  auto windowed = std::make_unique<WindowedDecodeState>(*this, batch);
+  if (full_heads_.none()) return windowed;
+  return std::make_unique<FullHeadsDecodeState>(std::move(windowed), full_heads_, batch);
+}
+
+void WindowedAttention::set_full_heads(FullHeads heads) {
+  heads.validate(k_method_op);
+  full_heads_ = std::move(heads);
 }
 
 std::string WindowedAttention::fingerprint() const {
   const auto c = log_scale_.detach().to(at::kCPU, at::kDouble).contiguous();
   uint64_t h = k_fnv1a_offset;  // over c_h's fp64 bytes
   fnv1a(h, c.data_ptr<double>(), static_cast<size_t>(c.numel()) * sizeof(double));
-  return fmt::format("{}+window({},c={:016x})", base_ ? base_->fingerprint() : name(),
-                     window_.describe(), h);
+  const std::string full =
+      full_heads_.none() ? std::string() : fmt::format(",full={}", full_heads_.describe());
+  return fmt::format("{}+window({},c={:016x}{})", base_ ? base_->fingerprint() : name(),
+                     window_.describe(), h, full);
 }
 
 void WindowedAttention::load_log_scale(const at::Tensor& c) {

@@ -35,6 +35,7 @@
 #include "oal/attention/oal/chunked_attention.h"
 #include "oal/attention/oal/recurrent_state.h"
 #include "oal/attention/oal/quadratic_attention.h"
+#include "oal/attention/windowed/full_heads.h"
 #include "oal/attention/windowed/window.h"
 #include "oal/simd/oal_decode.h"
 
@@ -64,13 +65,18 @@ class WindowedAttention : public AttentionMethod {
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k,
                      const at::Tensor& v) const override;
   std::unique_ptr<DecodeState> new_state(int64_t batch) const override;
-  // name(), the window, c_h and the base's fingerprint.
+  // name(), the window, c_h, the kept heads and the base's fingerprint.
   std::string fingerprint() const override;
   // The base's parameters and log_scale, when trainable.
   std::vector<at::Tensor> parameters() const override;
 
   // Replaces c_h (a stored or fitted value): [Hq] finite, else oal::Error.
   void load_log_scale(const at::Tensor& c);
+  // KV heads attended exactly over every key (full_heads.h; retrieval heads), set when
+  // the layer is built: forward() and new_state() replace their outputs by softmax's.
+  // Throws oal::Error unless ascending without repeats.
+  void set_full_heads(FullHeads heads);
+  const FullHeads& full_heads() const { return full_heads_; }
 
   const Window& window() const { return window_; }
   const at::Tensor& log_scale() const { return log_scale_; }
@@ -87,6 +93,7 @@ class WindowedAttention : public AttentionMethod {
   Window window_;
   at::Tensor log_scale_;
   bool trainable_;
+  FullHeads full_heads_;
 };
 
 // log κ of a feature-map baseline beside a window, for query rows at `positions`
