@@ -67,7 +67,7 @@ FullHeadsDecodeState::Parts FullHeadsDecodeState::select(const at::Tensor& q, co
   check_dim(v, 4, k_state_op, "v [B, Hkv, T, Dv]");
   const at::Tensor qi = full_query_heads(heads_, q.size(1), k.size(1)).to(q.device());
   const at::Tensor ki = at::tensor(heads_.kv, at::kLong).to(k.device());
-  return {q.index_select(1, qi), k.index_select(1, ki), v.index_select(1, ki)};
+  return {q.index_select(1, qi), k.index_select(1, ki), v.index_select(1, ki), qi};
 }
 
 at::Tensor FullHeadsDecodeState::extend(const at::Tensor& q, const at::Tensor& k,
@@ -75,8 +75,7 @@ at::Tensor FullHeadsDecodeState::extend(const at::Tensor& q, const at::Tensor& k
   const Parts p = select(q, k, v);  // checks the heads before either state changes
   const at::Tensor y = windowed_->extend(q, k, v);
   const at::Tensor exact = cache_.extend(p.q, p.k, p.v);
-  const at::Tensor qi = full_query_heads(heads_, q.size(1), k.size(1)).to(y.device());
-  return y.index_copy(1, qi, exact.to(y.scalar_type()));
+  return y.index_copy(1, p.q_heads, exact.to(y.scalar_type()));
 }
 
 void FullHeadsDecodeState::absorb(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
