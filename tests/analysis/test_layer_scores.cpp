@@ -19,6 +19,17 @@ LayerScores example() {
           {{0, {0.5, 0.7}}, {1, {0.1, 0.1}}, {2, {0.3, 0.1}}, {3, {0.2, 0.0}}, {4, {0.9, 0.9}}}};
 }
 
+// The error reading `j` as a scores file in `dir` gives ("" when it reads).
+std::string read_error(const std::filesystem::path& dir, const nlohmann::json& j) {
+  std::ofstream(dir / "bad.json") << j.dump();
+  try {
+    read_layer_scores(dir / "bad.json");
+  } catch (const Error& e) {
+    return std::string(e.what());
+  }
+  return std::string();
+}
+
 TEST(LayerScores, RoundTripAndLeastAttendingLayers) {
   const auto dir = test::make_temp_dir("layer_scores");
   const LayerScores s = example();
@@ -39,15 +50,7 @@ TEST(LayerScores, RoundTripAndLeastAttendingLayers) {
 TEST(LayerScores, MalformedFilesAreNamedErrors) {
   const auto dir = test::make_temp_dir("layer_scores_bad");
   const nlohmann::json good = layer_scores_to_json(example());
-  auto error_for = [&](nlohmann::json j) {
-    std::ofstream(dir / "bad.json") << j.dump();
-    try {
-      read_layer_scores(dir / "bad.json");
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  auto error_for = [&](const nlohmann::json& j) { return read_error(dir, j); };
   nlohmann::json j = good;
   j["format"] = "other";
   EXPECT_NE(error_for(j).find("[layer_scores]"), std::string::npos);
@@ -90,15 +93,7 @@ TEST(LayerScores, RetrievalMassesRoundTripAndAreChecked) {
   EXPECT_THROW(most_retrieving_kv_heads(back, 1, {0}, 3), Error);   // 2 heads over 3
   EXPECT_THROW(most_retrieving_kv_heads(back, 0, {0, 1}, 1), Error);
 
-  auto error_for = [&](nlohmann::json j) {
-    std::ofstream(dir / "bad.json") << j.dump();
-    try {
-      read_layer_scores(dir / "bad.json");
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  auto error_for = [&](const nlohmann::json& j) { return read_error(dir, j); };
   nlohmann::json j = layer_scores_to_json(s);
   j["layers"][2].erase("retrieval");
   EXPECT_NE(error_for(j).find("every layer or for none"), std::string::npos);

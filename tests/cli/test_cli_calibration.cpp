@@ -3,11 +3,10 @@
 // counts (--max-updates 100 --val-every 50 --patience 100) to keep CI time short; the
 // full protocol (1000 / 100 / 400) is the default and is what docs/results.md records.
 #include <gtest/gtest.h>
-
-#include <algorithm>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -327,6 +326,32 @@ TEST(CliCalibration, WindowedLinearizeScoreConvertAndPerplexity) {
   EXPECT_EQ(fwj["layers"].size(), 2u);
   EXPECT_EQ(fwj["kernel_parameters"], 0);  // no kernel: LoRA only
   EXPECT_EQ(nlohmann::json::parse(oal::test::read_file(dir / "ftw" / "model" / "oal_attention" / "calibration.json"))["window"], 8);
+
+  // Retrieval heads: scored on passkey probes, kept exact by finetune (auto:M), recorded
+  // in the adapted model, which loads and scores.
+  Result rs = run_oal("layer-scores" + common + " --blocks 0-3 --sinks 2 --window 8 --retrieval-probes 2 "
+                      "--probe-length 256 --quiet --json --out '" + (dir / "rscores.json").string() + "'", dir);
+  ASSERT_EQ(rs.status, 0) << rs.err;
+  for (const auto& l : nlohmann::json::parse(rs.out)["layers"]) {
+    ASSERT_EQ(l["retrieval"].size(), l["heads"].size());
+    for (const auto& r : l["retrieval"]) EXPECT_TRUE(r.get<double>() >= 0 && r.get<double>() <= 1) << r;
+  }
+  Result fth = run_oal("finetune --model '" + model.string() + "' --method window --sinks 2 --window 8 "
+                       "--layers 1-3 --layer-scores '" + (dir / "rscores.json").string() + "' --full-heads auto:2 "
+                       "--train '" + text.string() + "' --val '" + text.string() +
+                       "' --train-blocks 40:60 --val-blocks 0:4 --steps 2 --ctx 128 --eval-every 2 --quiet --json --out '" +
+                       (dir / "fth").string() + "'", dir);
+  ASSERT_EQ(fth.status, 0) << fth.err;
+  const std::string kept = nlohmann::json::parse(fth.out)["full_heads"].get<std::string>();
+  EXPECT_EQ(std::count(kept.begin(), kept.end(), ':'), 2) << kept;
+  const auto fhc = nlohmann::json::parse(oal::test::read_file(dir / "fth" / "model" / "oal_attention" / "calibration.json"));
+  int64_t stored = 0;
+  for (const auto& l : fhc["layers"]) stored += l.contains("full_kv_heads") ? int64_t(l["full_kv_heads"].size()) : 0;
+  EXPECT_EQ(stored, 2);
+  Result fhp = run_oal("ppl --model '" + (dir / "fth" / "model").string() + "' --text '" + text.string() +
+                       "' --ctx 128 --max-blocks 2 --quiet --json", dir);
+  ASSERT_EQ(fhp.status, 0) << fhp.err;
+  EXPECT_TRUE(std::isfinite(nlohmann::json::parse(fhp.out)["ppl"].get<double>()));
 
   // The windowed baseline from the same run: converted (its tau and c_h read back) and
   // scored.

@@ -48,15 +48,14 @@ void score_retrieval(const model::Transformer& model, const std::vector<Retrieva
     check(T >= 1 && int64_t(probe.keys.size()) == T && !probe.rows.empty(), op,
           "probe {}: expected one key flag per token ({} tokens, {} flags) and at least one row",
           p, T, probe.keys.size());
-    at::Tensor keys = at::zeros({T}, at::kBool);
-    for (int64_t t = 0; t < T; ++t) keys[t] = bool(probe.keys[t]);
+    const std::vector<uint8_t> flags(probe.keys.begin(), probe.keys.end());
+    const at::Tensor keys = at::tensor(flags, at::kByte).to(at::kBool);
     const at::Tensor rows = at::tensor(probe.rows, at::kLong);
     const at::Tensor tokens = at::tensor(probe.tokens, at::kLong).view({1, T});
     const auto caps = capture_qkv(model, tokens, layers);
     size_t i = 0;
     for (const auto& [layer, cap] : caps) {  // ascending, as scores.layers
-      const at::Tensor m =
-          attn::mass_on_keys(cap.q[0], cap.k[0], rows, keys, scores.window);
+      const at::Tensor m = attn::mass_on_keys(cap.q[0], cap.k[0], rows, keys, scores.window);
       sums[i] = sums[i].defined() ? sums[i] + m : m;
       ++i;
     }
