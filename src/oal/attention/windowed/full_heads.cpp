@@ -16,7 +16,8 @@ constexpr std::string_view k_state_op = "full_heads_state";
 
 void FullHeads::validate(std::string_view op, int64_t kv_heads) const {
   for (size_t i = 0; i < kv.size(); ++i) {
-    check(kv[i] >= 0 && (kv_heads <= 0 || kv[i] < kv_heads), op,
+    check(kv[i] >= 0, op, "kept KV head {} does not exist (heads count from 0)", kv[i]);
+    check(kv_heads <= 0 || kv[i] < kv_heads, op,
           "kept KV head {} does not exist (the layer has {} KV heads)", kv[i], kv_heads);
     check(i == 0 || kv[i] > kv[i - 1], op,
           "kept KV heads must be ascending without repeats, got {}", describe());
@@ -36,16 +37,30 @@ at::Tensor full_query_heads(const FullHeads& heads, int64_t q_heads, int64_t kv_
   return at::tensor(out, at::kLong);
 }
 
+namespace {
+
+// The kept heads' q, k, v and the indices of their query heads; `op` names the caller.
+struct KeptParts {
+  at::Tensor q, k, v, q_heads;
+};
+KeptParts kept_parts(std::string_view op, const FullHeads& heads, const at::Tensor& q,
+                     const at::Tensor& k, const at::Tensor& v) {
+  check_dim(q, 4, op, "q [B, Hq, T, D]");
+  check_dim(k, 4, op, "k [B, Hkv, T, D]");
+  check_dim(v, 4, op, "v [B, Hkv, T, Dv]");
+  const at::Tensor qi = full_query_heads(heads, q.size(1), k.size(1)).to(q.device());
+  const at::Tensor ki = at::tensor(heads.kv, at::kLong).to(k.device());
+  return {q.index_select(1, qi), k.index_select(1, ki), v.index_select(1, ki), qi};
+}
+
+}  // namespace
+
 at::Tensor attend_full_heads(const FullHeads& heads, const at::Tensor& y, const at::Tensor& q,
                              const at::Tensor& k, const at::Tensor& v) {
   if (heads.none()) return y;
-  check_dim(q, 4, k_op, "q [B, Hq, T, D]");
-  check_dim(k, 4, k_op, "k [B, Hkv, T, D]");
-  const at::Tensor qi = full_query_heads(heads, q.size(1), k.size(1)).to(q.device());
-  const at::Tensor ki = at::tensor(heads.kv, at::kLong).to(k.device());
-  const at::Tensor exact = SoftmaxAttention().forward(
-      q.index_select(1, qi), k.index_select(1, ki), v.index_select(1, ki));
-  return y.index_copy(1, qi, exact.to(y.scalar_type()));
+  const KeptParts p = kept_parts(k_op, heads, q, k, v);
+  const at::Tensor exact = SoftmaxAttention().forward(p.q, p.k, p.v);
+  return y.index_copy(1, p.q_heads, exact.to(y.scalar_type()));
 }
 
 // ---- FullHeadsDecodeState ---------------------------------------------------------------
@@ -60,26 +75,17 @@ FullHeadsDecodeState::FullHeadsDecodeState(std::unique_ptr<DecodeState> windowed
   heads_.validate(k_state_op);
 }
 
-FullHeadsDecodeState::Parts FullHeadsDecodeState::select(const at::Tensor& q, const at::Tensor& k,
-                                                         const at::Tensor& v) const {
-  check_dim(q, 4, k_state_op, "q [B, Hq, T, D]");
-  check_dim(k, 4, k_state_op, "k [B, Hkv, T, D]");
-  check_dim(v, 4, k_state_op, "v [B, Hkv, T, Dv]");
-  const at::Tensor qi = full_query_heads(heads_, q.size(1), k.size(1)).to(q.device());
-  const at::Tensor ki = at::tensor(heads_.kv, at::kLong).to(k.device());
-  return {q.index_select(1, qi), k.index_select(1, ki), v.index_select(1, ki), qi};
-}
-
 at::Tensor FullHeadsDecodeState::extend(const at::Tensor& q, const at::Tensor& k,
                                         const at::Tensor& v) {
-  const Parts p = select(q, k, v);  // checks the heads before either state changes
+  // Checks the heads before either state changes.
+  const KeptParts p = kept_parts(k_state_op, heads_, q, k, v);
   const at::Tensor y = windowed_->extend(q, k, v);
   const at::Tensor exact = cache_.extend(p.q, p.k, p.v);
   return y.index_copy(1, p.q_heads, exact.to(y.scalar_type()));
 }
 
 void FullHeadsDecodeState::absorb(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  const Parts p = select(q, k, v);
+  const KeptParts p = kept_parts(k_state_op, heads_, q, k, v);
   windowed_->absorb(q, k, v);
   cache_.absorb(p.q, p.k, p.v);
 }

@@ -60,11 +60,6 @@ class FullHeadsDecodeState : public DecodeState {
   void restore(const StateSnapshot& snapshot) override;
 
  private:
-  // The kept heads' q, k, v and the indices of their query heads.
-  struct Parts {
-    at::Tensor q, k, v, q_heads;
-  };
-  Parts select(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const;
   std::unique_ptr<DecodeState> windowed_;
   FullHeads heads_;
   SoftmaxKvCache cache_;
