@@ -19,17 +19,22 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// "auto:K" with its scores file: the K layers that need full attention least.
-void plan_auto_layers(const ConvertOptions& o, int64_t num_layers, ConversionPlan& p) {
-  const std::string k_text = o.layers.substr(5);
-  int64_t k = 0;
+// The count N of an "auto:N" option value, or an error naming the option and `expected`.
+int64_t auto_count(const std::string& value, const char* option, const char* expected) {
+  const std::string text = value.substr(5);
   try {
     size_t used = 0;
-    k = std::stoll(k_text, &used);
-    check(used == k_text.size(), "convert", "");
+    const int64_t n = std::stoll(text, &used);
+    if (used == text.size()) return n;
   } catch (const std::exception&) {
-    fail("convert", "--layers '{}': expected auto:K with K a layer count, e.g. auto:24", o.layers);
   }
+  fail("convert", "{} '{}': expected {}", option, value, expected);
+}
+
+// "auto:K" with its scores file: the K layers that need full attention least.
+void plan_auto_layers(const ConvertOptions& o, int64_t num_layers, ConversionPlan& p) {
+  const int64_t k =
+      auto_count(o.layers, "--layers", "auto:K with K a layer count, e.g. auto:24");
   check(!o.layer_scores.empty(), "convert",
         "--layers {} needs --layer-scores FILE (written by `oal layer-scores --out FILE`)",
         o.layers);
@@ -55,14 +60,7 @@ void plan_full_heads(const ConvertOptions& o, int64_t kv_heads, ConversionPlan& 
           "--full-heads {} needs --layer-scores FILE with retrieval masses (`oal layer-scores "
           "--retrieval-probes N --out FILE`)",
           o.full_heads);
-    int64_t m = 0;
-    try {
-      size_t used = 0;
-      m = std::stoll(o.full_heads.substr(5), &used);
-      check(used == o.full_heads.size() - 5, "convert", "");
-    } catch (const std::exception&) {
-      fail("convert", "--full-heads '{}': expected auto:M with M a KV head count", o.full_heads);
-    }
+    const int64_t m = auto_count(o.full_heads, "--full-heads", "auto:M with M a KV head count");
     const analysis::LayerScores s = analysis::read_layer_scores(o.layer_scores);
     check(o.window.none() || o.window == s.window, "convert",
           "{} scored retrieval beyond {} but --sinks/--window ask for {}",

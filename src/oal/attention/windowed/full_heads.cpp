@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
 
@@ -43,13 +45,19 @@ namespace {
 struct KeptParts {
   at::Tensor q, k, v, q_heads;
 };
+// `qi`/`ki`: the query and KV head indices, built on the first call (the shapes are known
+// only then) and reused while they fit, so a decode step does not rebuild them.
 KeptParts kept_parts(std::string_view op, const FullHeads& heads, const at::Tensor& q,
-                     const at::Tensor& k, const at::Tensor& v) {
+                     const at::Tensor& k, const at::Tensor& v, at::Tensor& qi, at::Tensor& ki) {
   check_dim(q, 4, op, "q [B, Hq, T, D]");
   check_dim(k, 4, op, "k [B, Hkv, T, D]");
   check_dim(v, 4, op, "v [B, Hkv, T, Dv]");
-  const at::Tensor qi = full_query_heads(heads, q.size(1), k.size(1)).to(q.device());
-  const at::Tensor ki = at::tensor(heads.kv, at::kLong).to(k.device());
+  const int64_t g = q.size(1) / std::max<int64_t>(k.size(1), 1);
+  if (!qi.defined() || qi.numel() != int64_t(heads.kv.size()) * g || qi.device() != q.device()) {
+    qi = full_query_heads(heads, q.size(1), k.size(1)).to(q.device());
+    ki = at::tensor(heads.kv, at::kLong).to(k.device());
+  }
+  heads.validate(op, k.size(1));  // the cached indices must still name existing heads
   return {q.index_select(1, qi), k.index_select(1, ki), v.index_select(1, ki), qi};
 }
 
@@ -58,7 +66,8 @@ KeptParts kept_parts(std::string_view op, const FullHeads& heads, const at::Tens
 at::Tensor attend_full_heads(const FullHeads& heads, const at::Tensor& y, const at::Tensor& q,
                              const at::Tensor& k, const at::Tensor& v) {
   if (heads.none()) return y;
-  const KeptParts p = kept_parts(k_op, heads, q, k, v);
+  at::Tensor qi, ki;
+  const KeptParts p = kept_parts(k_op, heads, q, k, v, qi, ki);
   const at::Tensor exact = SoftmaxAttention().forward(p.q, p.k, p.v);
   return y.index_copy(1, p.q_heads, exact.to(y.scalar_type()));
 }
@@ -78,14 +87,14 @@ FullHeadsDecodeState::FullHeadsDecodeState(std::unique_ptr<DecodeState> windowed
 at::Tensor FullHeadsDecodeState::extend(const at::Tensor& q, const at::Tensor& k,
                                         const at::Tensor& v) {
   // Checks the heads before either state changes.
-  const KeptParts p = kept_parts(k_state_op, heads_, q, k, v);
+  const KeptParts p = kept_parts(k_state_op, heads_, q, k, v, q_index_, kv_index_);
   const at::Tensor y = windowed_->extend(q, k, v);
   const at::Tensor exact = cache_.extend(p.q, p.k, p.v);
   return y.index_copy(1, p.q_heads, exact.to(y.scalar_type()));
 }
 
 void FullHeadsDecodeState::absorb(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  const KeptParts p = kept_parts(k_state_op, heads_, q, k, v);
+  const KeptParts p = kept_parts(k_state_op, heads_, q, k, v, q_index_, kv_index_);
   windowed_->absorb(q, k, v);
   cache_.absorb(p.q, p.k, p.v);
 }

@@ -64,6 +64,7 @@ class FullHeadsDecodeState : public DecodeState {
   FullHeads heads_;
   SoftmaxKvCache cache_;
   int64_t batch_;
+  at::Tensor q_index_, kv_index_;  // the kept heads' indices, built on the first tokens
 };
 
 }  // namespace oal::attn
