@@ -25,31 +25,6 @@ namespace {
 using oal::test::randn;
 using oal::test::rel_err;
 
-// κ for every (query, key) pair from L by the factored formula, differentiably in q, k
-// and L (fp64): κ = eps + Σ_c (Σ_{r >= c} L[r][c] s̄_r)².  [B, Hq, T, T]
-at::Tensor kappa_from(const at::Tensor& q, const at::Tensor& k, const LayerKernels& lk,
-                      const at::Tensor& L) {
-  const int64_t Hq = q.size(1), group = Hq / k.size(1), d = q.size(3);
-  std::vector<at::Tensor> heads;
-  for (int64_t h = 0; h < Hq; ++h) {
-    const at::Tensor qh = q.select(1, h), kh = k.select(1, h / group);
-    std::vector<at::Tensor> sbar{at::ones({q.size(0), q.size(2), k.size(2)}, at::kDouble)};
-    for (int64_t g = 0; g < lk.groups[h]; ++g) {
-      const at::Tensor msk = (lk.group_of[h] == g).to(at::kDouble);
-      sbar.push_back(at::matmul(qh * msk, kh.transpose(-1, -2)) / std::sqrt(double(d)));
-    }
-    at::Tensor w = at::full_like(sbar[0], lk.eps);
-    const int64_t n = int64_t(sbar.size());
-    for (int64_t c = 0; c < n; ++c) {
-      at::Tensor z = at::zeros_like(sbar[0]);
-      for (int64_t r = c; r < n; ++r) z = z + L[h][r][c] * sbar[r];
-      w = w + z * z;
-    }
-    heads.push_back(w);
-  }
-  return at::stack(heads, 1);
-}
-
 struct Case {
   int64_t batch, hq, hkv, T, d, dv;
 };
@@ -81,7 +56,7 @@ Grads run(const Case& cs, const Window& w, bool with_kernel, at::ScalarType para
   const at::Tensor out_w = randn({cs.batch, cs.hq, cs.T, cs.dv}, seed + 5);
   at::Tensor y;
   if (reference) {
-    at::Tensor kappa = with_kernel ? kappa_from(q, k, lk, lk.L) : at::Tensor();
+    at::Tensor kappa = with_kernel ? oal::test::kappa_from(q, k, lk) : at::Tensor();
     y = windowed_pairwise(q, k, v, kappa, c, w);
   } else {
     y = kernel_attention_train(q, k, v, with_kernel ? &lk : nullptr, c, w);

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <cmath>
 #include <cstdint>
 #include <gtest/gtest.h>
 
@@ -59,6 +60,32 @@ inline std::vector<oal::attn::QuadraticKernel> random_kernels(int64_t hq, int64_
     out.push_back(oal::attn::QuadraticKernel::from_lower(outlier_groups(d, g), L, eps));
   }
   return out;
+}
+
+// κ for every (query, key) pair from lk.L by the factored formula, differentiably in q,
+// k and L (fp64; a plain reference for the kernels' training paths):
+// κ = eps + Σ_c (Σ_{r >= c} L[r][c] s̄_r)².  q [B, Hq, T, d], k [B, Hkv, S, d] -> [B, Hq, T, S]
+inline at::Tensor kappa_from(const at::Tensor& q, const at::Tensor& k,
+                             const oal::attn::LayerKernels& lk) {
+  const int64_t Hq = q.size(1), group = Hq / k.size(1), d = q.size(3);
+  std::vector<at::Tensor> heads;
+  for (int64_t h = 0; h < Hq; ++h) {
+    const at::Tensor qh = q.select(1, h), kh = k.select(1, h / group);
+    std::vector<at::Tensor> sbar{at::ones({q.size(0), q.size(2), k.size(2)}, at::kDouble)};
+    for (int64_t g = 0; g < lk.groups[h]; ++g) {
+      const at::Tensor msk = (lk.group_of[h] == g).to(at::kDouble);
+      sbar.push_back(at::matmul(qh * msk, kh.transpose(-1, -2)) / std::sqrt(double(d)));
+    }
+    at::Tensor w = at::full_like(sbar[0], lk.eps);
+    const int64_t n = int64_t(sbar.size());
+    for (int64_t c = 0; c < n; ++c) {
+      at::Tensor z = at::zeros_like(sbar[0]);
+      for (int64_t r = c; r < n; ++r) z = z + lk.L[h][r][c] * sbar[r];
+      w = w + z * z;
+    }
+    heads.push_back(w);
+  }
+  return at::stack(heads, 1);
 }
 
 // Runs fn and expects an oal::Error whose message contains every string in `needles`

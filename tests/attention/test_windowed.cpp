@@ -239,26 +239,8 @@ TEST(WindowedAttention, GradientsMatchTheReference) {
     t.mutable_grad().zero_();
   }
   // The reference's kappa from the same L, differentiably (hd_pair_weights reads
-  // detached kernels, so build the weights from L by the factored formula).
-  const LayerKernels& lk = base->kernels();
-  std::vector<at::Tensor> heads;
-  for (int64_t h = 0; h < 4; ++h) {
-    auto qh = q.select(1, h), kh = k.select(1, h / 2);
-    std::vector<at::Tensor> sbar{at::ones({1, 29, 29}, at::kDouble)};
-    for (int64_t g = 0; g < lk.groups[h]; ++g) {
-      auto msk = (lk.group_of[h] == g).to(at::kDouble);
-      sbar.push_back(at::matmul(qh * msk, kh.transpose(-1, -2)) / std::sqrt(8.0));
-    }
-    at::Tensor w = at::full({1, 29, 29}, lk.eps, at::kDouble);
-    const int64_t n = int64_t(sbar.size());
-    for (int64_t c = 0; c < n; ++c) {
-      at::Tensor z = at::zeros({1, 29, 29}, at::kDouble);
-      for (int64_t r = c; r < n; ++r) z = z + lk.L[h][r][c] * sbar[r];
-      w = w + z * z;
-    }
-    heads.push_back(w);
-  }
-  at::Tensor kappa = at::stack(heads, 1);
+  // detached kernels).
+  const at::Tensor kappa = oal::test::kappa_from(q, k, base->kernels());
   (windowed_pairwise(q, k, v, kappa, m.log_scale(), m.window()) * w_out).sum().backward();
   std::vector<at::Tensor> ref{q.grad(), k.grad(), v.grad(), m.parameters()[0].grad(),
                               m.parameters()[1].grad()};

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "oal/attention/oal/chunked_train.h"
 #include "oal/attention/oal/feature_map.h"
 #include "oal/attention/qkv_shape.h"
 #include "oal/attention/simd_path.h"
@@ -72,48 +73,39 @@ at::Tensor extend_simd(const AttentionDims& s, const at::Tensor& q, const at::Te
   return readout && den == nullptr ? y.to(q.scalar_type()) : y;
 }
 
-// The differentiable ATen evaluation (intra-chunk factored weights + state readout):
-// the unnormalised sums ũ [B, Hkv, G, T, Dv+1] (numerators, then the denominator).
+std::shared_ptr<const simd::OalPlan> plan_for(const LayerKernels& lk, const HdOptions& options) {
+  if (options.plan_cache) return options.plan_cache->get(lk);
+  return std::make_shared<const simd::OalPlan>(
+      simd::OalPlan::build(lk.group_of, lk.L.detach(), lk.eps));
+}
+
+// The ATen evaluation (intra-chunk factored weights + state readout): the unnormalised
+// sums ũ [B, Hkv, G, T, Dv+1] (numerators, then the denominator). Under autograd, the
+// linear-time training function (chunked_train.h); S is then a new tensor, else it is
+// updated in place.
 at::Tensor extend_aten_sums(const AttentionDims& s, const at::Tensor& q,
                        const at::Tensor& k, const at::Tensor& v, const LayerKernels& lk,
                        HdState& state, const HdOptions& options) {
-  auto ct = compute_dtype(q.scalar_type());
+  const auto ct = compute_dtype(q.scalar_type());
   const bool recording = records_grad(q) || records_grad(k) || records_grad(v) ||
                          records_grad(lk.L) || records_grad(state.S);
-  const int64_t B = s.batch, Hkv = s.kv_heads, Hq = s.q_heads, G = s.group_size();
-  const int64_t n = lk.max_groups() + 1;
-  const double inv = 1.0 / std::sqrt(static_cast<double>(s.dim));
-  Prepared p = prepare(lk, ct, q.device());
-  auto qc = q.to(ct), kc = k.to(ct), uc = with_ones(v.to(ct));
-  at::Tensor S = state.S;
-  bool state_empty = state.tokens == 0;
-  std::vector<at::Tensor> outs;
-  for (int64_t cs = 0; cs < s.q_len; cs += options.chunk) {
-    int64_t tc = std::min(options.chunk, s.q_len - cs);
-    auto qb = qc.narrow(2, cs, tc), kb = kc.narrow(2, cs, tc), ub = uc.narrow(2, cs, tc);
-    // Intra-chunk, factored: z_c[i, j] = L[0, c] + sum_r q_ir L[g(r)+1, c] k_jr / sqrt(d).
-    auto zq = (qb.unsqueeze(2) * p.z_weight.view({1, Hq, n, 1, s.dim}) * inv)
-                  .reshape({B, Hkv, G, n, tc, s.dim});
-    auto z = at::matmul(zq, kb.transpose(-1, -2).reshape({B, Hkv, 1, 1, s.dim, tc}))
-                 .reshape({B, Hq, n, tc, tc}) +
-             p.z_const.view({1, Hq, n, 1, 1});
-    auto w = z.square().sum(2) + lk.eps;  // [B, Hq, tc, tc], >= eps
-    auto future = at::ones({tc, tc}, q.options().dtype(at::kBool)).triu(1);
-    w = w.masked_fill(future, 0.0);
-    auto ut = at::matmul(w.reshape({B, Hkv, G, tc, tc}), ub.unsqueeze(2));
-    // Inter-chunk: phiQ(q) · S_prev, the state of everything before this chunk.
-    if (!state_empty) {
-      auto fq = phi_q(qb, p).reshape({B, Hkv, G * tc, -1});
-      ut = ut + at::matmul(fq, S).reshape({B, Hkv, G, tc, s.value_dim + 1});
-    }
-    auto upd = at::matmul(phi_k(kb).transpose(-1, -2), ub);  // [B, Hkv, Df, dv+1]
-    S = recording ? S + upd : S.add_(upd);
-    state_empty = false;
-    outs.push_back(ut);
+  at::Tensor ut;
+  if (recording) {
+    // The forward on the prefill kernel when it could run without autograd.
+    std::shared_ptr<const simd::OalPlan> plan;
+    if (ct == at::kFloat && q.device().is_cpu() && state.S.scalar_type() == at::kFloat &&
+        options.backend != HdBackend::aten)
+      plan = plan_for(lk, options);
+    TrainSums out = chunked_sums_train(q.to(ct), k.to(ct), v.to(ct), lk, state.S,
+                                       state.tokens == 0, options.chunk, plan.get());
+    ut = out.ut;
+    state.S = out.S;
+  } else {
+    ut = chunked_sums(q.to(ct), k.to(ct), with_ones(v.to(ct)), prepare(lk, ct, q.device()),
+                      lk.eps, state.S, state.tokens == 0, options.chunk);
   }
-  state.S = S;
   state.tokens += s.q_len;
-  return at::cat(outs, 3);
+  return ut;
 }
 
 }  // namespace
@@ -133,15 +125,6 @@ std::string hd_simd_blocker(const at::Tensor& q, const at::Tensor& k, const at::
   return "";
 }
 
-namespace {
-
-std::shared_ptr<const simd::OalPlan> plan_for(const LayerKernels& lk, const HdOptions& options) {
-  if (options.plan_cache) return options.plan_cache->get(lk);
-  return std::make_shared<const simd::OalPlan>(
-      simd::OalPlan::build(lk.group_of, lk.L.detach(), lk.eps));
-}
-
-}  // namespace
 
 at::Tensor hd_extend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const LayerKernels& lk, HdState& state, const HdOptions& options) {

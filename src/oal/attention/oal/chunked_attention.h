@@ -43,6 +43,9 @@ namespace oal::attn {
 // the differentiable ATen implementation.
 enum class HdBackend { automatic, aten };
 
+// Where the chunked training form overtakes the pairwise kernel (measured: docs/adapt.md).
+inline constexpr int64_t k_default_chunked_train_from = 12288;
+
 struct HdOptions {
   int64_t chunk = 64;  // tokens per chunk, >= 1; need not divide T
   HdBackend backend = HdBackend::automatic;
@@ -54,6 +57,12 @@ struct HdOptions {
   // structure again. Their L may still change (training updates it in place); a NaN or
   // Inf there reaches every κ and fails the readout's denominator check.
   bool kernels_validated = false;
+  // Under autograd on the CPU (QuadraticAttention and WindowedAttention over it),
+  // sequences of at least this many tokens train through the linear-time chunked form
+  // (chunked_train.h), shorter ones through the pairwise training kernel
+  // (kernel_train.h, O(T²) time, faster below a few thousand tokens at d = 64:
+  // docs/adapt.md "Training speed").
+  int64_t chunked_train_from = k_default_chunked_train_from;
 };
 
 struct HdPrefill {
@@ -72,7 +81,8 @@ std::string hd_simd_blocker(const at::Tensor& q, const at::Tensor& k, const at::
                               const HdOptions& options);
 
 // Chunked prefill; continues `initial` when given (not modified). Differentiable w.r.t.
-// q, k, v, kernels.L and initial->S. This is the dispatch point for the fast kernels.
+// q, k, v, kernels.L and initial->S, in time linear in T and memory of q, k, v and one
+// state (chunked_train.h). This is the dispatch point for the fast kernels.
 HdPrefill hd_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const LayerKernels& kernels, const HdOptions& options = {},
                      const HdState* initial = nullptr);

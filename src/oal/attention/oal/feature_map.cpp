@@ -1,6 +1,8 @@
 #include "oal/attention/oal/feature_map.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
@@ -59,6 +61,51 @@ at::Tensor phi_q(const at::Tensor& q, const Prepared& p) {
   return at::cat({a, q * p.phi_b.view({1, hq, 1, d}),
                   packed * p.phi_c.view({1, hq, 1, packed.size(-1)})},
                  -1);
+}
+
+at::Tensor intra_chunk_sums(const at::Tensor& qb, const at::Tensor& kb, const at::Tensor& ub,
+                            const Prepared& p, double eps) {
+  const int64_t B = qb.size(0), Hq = qb.size(1), tc = qb.size(2), d = qb.size(3);
+  const int64_t Hkv = kb.size(1), G = Hq / Hkv, n = p.z_const.size(1);
+  const double inv = 1.0 / std::sqrt(static_cast<double>(d));
+  // z_c[i, j] = L[0, c] + sum_r q_ir L[g(r)+1, c] k_jr / sqrt(d).
+  auto zq = (qb.unsqueeze(2) * p.z_weight.view({1, Hq, n, 1, d}) * inv)
+                .reshape({B, Hkv, G, n, tc, d});
+  auto z = at::matmul(zq, kb.transpose(-1, -2).reshape({B, Hkv, 1, 1, d, tc}))
+               .reshape({B, Hq, n, tc, tc}) +
+           p.z_const.view({1, Hq, n, 1, 1});
+  auto w = z.square().sum(2) + eps;  // [B, Hq, tc, tc], >= eps
+  auto future = at::ones({tc, tc}, qb.options().dtype(at::kBool)).triu(1);
+  w = w.masked_fill(future, 0.0);
+  return at::matmul(w.reshape({B, Hkv, G, tc, tc}), ub.unsqueeze(2));
+}
+
+at::Tensor state_reads(const at::Tensor& qb, const Prepared& p, const at::Tensor& S) {
+  const int64_t B = qb.size(0), Hq = qb.size(1), tc = qb.size(2);
+  const int64_t Hkv = S.size(1), G = Hq / Hkv;
+  auto fq = phi_q(qb, p).reshape({B, Hkv, G * tc, -1});
+  return at::matmul(fq, S).reshape({B, Hkv, G, tc, S.size(3)});
+}
+
+at::Tensor state_update(const at::Tensor& kb, const at::Tensor& ub) {
+  return at::matmul(phi_k(kb).transpose(-1, -2), ub);
+}
+
+at::Tensor chunked_sums(const at::Tensor& qc, const at::Tensor& kc, const at::Tensor& uc,
+                        const Prepared& p, double eps, at::Tensor& S, bool state_empty,
+                        int64_t chunk) {
+  std::vector<at::Tensor> outs;
+  for (int64_t cs = 0; cs < qc.size(2); cs += chunk) {
+    const int64_t tc = std::min(chunk, qc.size(2) - cs);
+    const at::Tensor qb = qc.narrow(2, cs, tc), kb = kc.narrow(2, cs, tc), ub = uc.narrow(2, cs, tc);
+    at::Tensor ut = intra_chunk_sums(qb, kb, ub, p, eps);
+    // Inter-chunk: phiQ(q) · S_prev, the state of everything before this chunk.
+    if (!state_empty) ut = ut + state_reads(qb, p, S);
+    S.add_(state_update(kb, ub));
+    state_empty = false;
+    outs.push_back(ut);
+  }
+  return at::cat(outs, 3);
 }
 
 AttentionDims check_hd_inputs(std::string_view op, const at::Tensor& q, const at::Tensor& k,

@@ -28,6 +28,24 @@ at::Tensor packed_pair_index(int64_t d, const at::Device& dev);
 at::Tensor phi_k(const at::Tensor& k);
 // phiQ(q) per query head: [B, Hq, T, d] -> [B, Hq, T, Df].
 at::Tensor phi_q(const at::Tensor& q, const Prepared& p);
+// One chunk's causal sums among its own tokens, in the factored form (weights >= eps):
+// ũ_i = sum_{j <= i in the chunk} kappa(q_i, k_j) u_j.  qb [B, Hq, tc, d], kb [B, Hkv, tc, d],
+// ub [B, Hkv, tc, Dv+1] -> [B, Hkv, G, tc, Dv+1].
+at::Tensor intra_chunk_sums(const at::Tensor& qb, const at::Tensor& kb, const at::Tensor& ub,
+                            const Prepared& p, double eps);
+// A chunk's reads of the state of everything before it: phiQ(q) · S.  qb [B, Hq, tc, d],
+// S [B, Hkv, Df, Dv+1] -> [B, Hkv, G, tc, Dv+1].
+at::Tensor state_reads(const at::Tensor& qb, const Prepared& p, const at::Tensor& S);
+// What a chunk adds to the state: phiK(k)ᵀ u.  kb [B, Hkv, tc, d], ub [B, Hkv, tc, Dv+1]
+// -> [B, Hkv, Df, Dv+1].
+at::Tensor state_update(const at::Tensor& kb, const at::Tensor& ub);
+// The chunked evaluation without autograd: ũ [B, Hkv, G, T, Dv+1] of qc [B, Hq, T, d],
+// kc [B, Hkv, T, d], uc [B, Hkv, T, Dv+1] (compute dtype) after the state S
+// [B, Hkv, Df, Dv+1], which is updated in place; `state_empty` (S == 0) skips the first
+// chunk's reads.
+at::Tensor chunked_sums(const at::Tensor& qc, const at::Tensor& kc, const at::Tensor& uc,
+                        const Prepared& p, double eps, at::Tensor& S, bool state_empty,
+                        int64_t chunk);
 // Common checks of an HD evaluation call (inputs + kernels); returns the shape.
 // `kernels_validated` (HdOptions): check only that the kernels fit the inputs.
 AttentionDims check_hd_inputs(std::string_view op, const at::Tensor& q, const at::Tensor& k,

@@ -30,9 +30,12 @@ std::string QuadraticAttention::name() const {
 at::Tensor QuadraticAttention::forward(const at::Tensor& q, const at::Tensor& k,
                                        const at::Tensor& v) const {
   // Training on the CPU: the blocked kernel that recomputes its weights in the backward
-  // (O(N) memory; kernel_train.h), unless the ATen path was asked for.
+  // (O(N) memory; kernel_train.h), unless the ATen path was asked for or the sequence is
+  // long enough for the linear-time chunked form (hd_chunked under autograd).
   // (S = W = 0: no exact part, so c_h is a placeholder.)
-  if (options_.backend != HdBackend::aten && kernel_train_ready(q, k, v, &kernels_, at::Tensor()))
+  if (options_.backend != HdBackend::aten && q.dim() == 4 &&
+      q.size(2) < options_.chunked_train_from &&
+      kernel_train_ready(q, k, v, &kernels_, at::Tensor()))
     return kernel_attention_train(q, k, v, &kernels_, at::zeros({kernels_.heads()}, at::kFloat),
                                   Window{});
   return hd_chunked(q, k, v, kernels_, options_).y;

@@ -13,6 +13,7 @@
 #include "oal/attention/oal/chunked_attention.h"
 #include "oal/attention/qkv_shape.h"
 #include "oal/attention/simd_path.h"
+#include "oal/attention/windowed/exact_sums.h"
 #include "oal/core/error.h"
 #include "oal/core/fnv1a.h"
 #include "oal/core/tensor_checks.h"
@@ -28,10 +29,6 @@ at::Tensor rows(const at::Tensor& t, int64_t start, int64_t length) {
   return t.narrow(2, start, length);
 }
 
-// Positions [from, to) as an int64 tensor.
-at::Tensor span(int64_t from, int64_t to) {
-  return at::arange(from, std::max(from, to), at::TensorOptions().dtype(at::kLong));
-}
 
 // (α·a + β·n) / (α·z + β·r) with α = exp(m - c - ref), β = exp(g - ref) and ref the
 // larger log-magnitude of the two denominators (no gradient: it cancels). Rows without
@@ -118,11 +115,16 @@ at::Tensor WindowedAttention::forward(const at::Tensor& q, const at::Tensor& k,
   check_dim(q, 4, k_method_op, "q [B, Hq, T, D]");
   // Training on the CPU: the blocked kernel that recomputes its weights in the backward
   // (O(N) memory) instead of the ATen graph of the decode path below. (Not for a
-  // feature-map base: it has no such kernel.)
+  // feature-map base: it has no such kernel.) From HdOptions::chunked_train_from tokens a
+  // quadratic base trains through the decode path, whose kernel part is then the
+  // linear-time chunked form (chunked_train.h); windowed-only is linear in the pairwise
+  // kernel already (it reads the sinks and the band only).
   const LayerKernels* kernels = quadratic_ ? &quadratic_->kernels() : nullptr;
+  const bool pairwise =
+      !quadratic_ || (quadratic_->options().backend != HdBackend::aten &&
+                      q.size(2) < quadratic_->options().chunked_train_from);
   at::Tensor y;
-  if (!feature_map_ && kernel_train_ready(q, k, v, kernels, log_scale_) &&
-      (!quadratic_ || quadratic_->options().backend != HdBackend::aten)) {
+  if (!feature_map_ && pairwise && kernel_train_ready(q, k, v, kernels, log_scale_)) {
     y = kernel_attention_train(q, k, v, kernels, log_scale_, window_);
   } else {
     WindowedDecodeState state(*this, q.size(0));
@@ -173,45 +175,6 @@ std::vector<at::Tensor> WindowedAttention::parameters() const {
 WindowedDecodeState::WindowedDecodeState(const WindowedAttention& method, int64_t batch)
     : method_(method), batch_(batch) {
   check(batch >= 1, k_state_op, "batch must be >= 1, got {}", batch);
-}
-
-WindowedDecodeState::ExactSums WindowedDecodeState::exact_part(const at::Tensor& q,
-                                                                const at::Tensor& all_k,
-                                                                const at::Tensor& all_v,
-                                                                int64_t sinks_held) const {
-  const Window& w = method_.window();
-  const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3);
-  const int64_t Hkv = all_k.size(1), G = Hq / Hkv, Dv = all_v.size(3);
-  const int64_t p0 = tokens_;
-  // Keys after the sinks have consecutive positions from first_pos (ring, then new).
-  const int64_t first_pos = p0 + T - (all_k.size(2) - sinks_held);
-  const double inv = 1.0 / std::sqrt(double(D));
-  const double ninf = -std::numeric_limits<double>::infinity();
-  std::vector<at::Tensor> ms, as, zs;
-  for (int64_t c0 = 0; c0 < T; c0 += k_exact_chunk) {
-    const int64_t n = std::min(k_exact_chunk, T - c0), qa = p0 + c0, qb = qa + n;
-    const int64_t lo = std::max({w.sinks, qa - w.recent + 1, first_pos}), hi = qb;
-    std::vector<at::Tensor> kk{rows(all_k, 0, sinks_held)}, vv{rows(all_v, 0, sinks_held)};
-    std::vector<at::Tensor> kp{span(0, sinks_held)};
-    if (lo < hi) {
-      kk.push_back(rows(all_k, sinks_held + lo - first_pos, hi - lo));
-      vv.push_back(rows(all_v, sinks_held + lo - first_pos, hi - lo));
-      kp.push_back(span(lo, hi));
-    }
-    const at::Tensor keys = at::cat(kk, 2), vals = at::cat(vv, 2), kpos = at::cat(kp);
-    const int64_t nk = keys.size(2);
-    const at::Tensor qc = rows(q, c0, n).reshape({B, Hkv, G, n, D});
-    at::Tensor s = at::matmul(qc, keys.unsqueeze(2).transpose(-1, -2)) * inv;  // [B,Hkv,G,n,nk]
-    const at::Tensor mask = exact_mask(span(qa, qb), kpos, w).to(q.device());
-    s = s.masked_fill(mask.logical_not(), ninf).reshape({B, Hq, n, nk});
-    at::Tensor m = nk > 0 ? std::get<0>(s.max(-1)) : at::full({B, Hq, n}, ninf, s.options());
-    const at::Tensor m_safe = at::where(at::isfinite(m), m, at::zeros_like(m)).detach();
-    const at::Tensor p = (s - m_safe.unsqueeze(-1)).exp();  // exp(-inf) = 0 off E
-    zs.push_back(p.sum(-1));
-    as.push_back(at::matmul(p.reshape({B, Hkv, G * n, nk}), vals).reshape({B, Hq, n, Dv}));
-    ms.push_back(m);
-  }
-  return {at::cat(ms, 2), at::cat(as, 2), at::cat(zs, 2)};
 }
 
 at::Tensor WindowedDecodeState::extend(const at::Tensor& q, const at::Tensor& k,
@@ -307,7 +270,7 @@ at::Tensor WindowedDecodeState::extend(const at::Tensor& q, const at::Tensor& k,
         sums.defined() ? sums.data_ptr<float>() : nullptr, cc.data_ptr<float>(),
         y.data_ptr<float>());
   } else {
-    const ExactSums ex = exact_part(qc, all_k, all_v, sinks_held);
+    const ExactSums ex = exact_sums(qc, all_k, all_v, p0, sinks_held, w);
     y = combine(ex.m, ex.a, ex.z, num, den, c, linear_shift);
   }
   tokens_ += T;

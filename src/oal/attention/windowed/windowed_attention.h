@@ -9,7 +9,8 @@
 //   exact part   every query against its sinks and its band of keys [i - W + 1, i]:
 //                O(T (S + W) D), the row maximum subtracted (any |s| is safe); on the
 //                CPU kernel (simd/window_exact.h) for fp32/bf16 inputs without autograd,
-//                else as ATen ops on blocks of k_exact_chunk rows (differentiable)
+//                else as ATen ops on blocks of query rows (exact_sums.h; under
+//                autograd a function that recomputes each block in the backward)
 //   linear part  the key at position j enters the linear method W positions late: the
 //                queries from position S + W on read the method's unnormalised sums
 //                (hd_extend_parts, or feature_sums_chunked) over the keys [S, i - W],
@@ -40,9 +41,6 @@
 #include "oal/simd/oal_decode.h"
 
 namespace oal::attn {
-
-// Query rows per block of the exact part.
-inline constexpr int64_t k_exact_chunk = 64;
 
 // c_h of the windowed-only rule kept beside a kernel: e^-30 of an exact key's weight per
 // far key, under 1e-8 of the exact part's even over 32K keys, so the layer is the
@@ -124,14 +122,6 @@ class WindowedDecodeState : public DecodeState {
   void restore(const StateSnapshot& snapshot) override;
 
  private:
-  // Exact part (ATen) of T queries at positions p0.. against all_k/all_v (the first
-  // sinks_held rows the sinks, then consecutive positions ending at p0 + T - 1): row max
-  // m, shifted sums a [.., Dv] and z.
-  struct ExactSums {
-    at::Tensor m, a, z;  // [B, Hq, T], [B, Hq, T, Dv], [B, Hq, T]
-  };
-  ExactSums exact_part(const at::Tensor& q, const at::Tensor& all_k, const at::Tensor& all_v,
-                       int64_t sinks_held) const;
   // Whether the exact part can run on the CPU kernel (simd/window_exact.h): fp32/bf16
   // CPU inputs, fp32 rows, no autograd through them, c_h or L. "" when it can.
   std::string exact_blocker(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const;
