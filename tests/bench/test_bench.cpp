@@ -187,3 +187,60 @@ TEST(Bench, FlopModelsMatchTheirClosedForms) {
 
 }  // namespace
 }  // namespace oal::bench
+
+namespace oal::bench {
+namespace {
+
+// Train mode: one row per method and length, fp32 only; the methods without a training
+// path are listed as skipped; bf16 without fp32 is refused.
+TEST(Bench, TrainModeTimesForwardAndBackward) {
+  BenchConfig c = small_config();
+  c.methods = {"softmax-flash", "oal", "oal+window", "window", "taylorshift"};
+  c.dtypes = {at::kBFloat16, at::kFloat};  // bf16 gets no train rows
+  c.shape.window = {2, 8};
+  c.prefill = c.decode = false;
+  c.train = true;
+  c.measure_gemm = false;
+  c.repeats = 2;
+  const BenchReport r = run_bench(c);
+  ASSERT_EQ(r.rows.size(), 10u);  // 5 methods x 2 lengths
+  for (const auto& row : r.rows) {
+    EXPECT_EQ(row.mode, "train");
+    EXPECT_EQ(row.dtype, "fp32");
+    if (row.method == "taylorshift") {
+      EXPECT_TRUE(row.skipped);
+      EXPECT_EQ(row.note, "no training path");
+      continue;
+    }
+    EXPECT_FALSE(row.skipped) << row.method;
+    EXPECT_EQ(row.samples, 2) << row.method;
+    EXPECT_GT(row.ms_median, 0.0) << row.method;
+    EXPECT_NEAR(row.tokens_per_s, row.n / (row.ms_median * 1e-3), 1e-6 * row.tokens_per_s);
+  }
+  c.dtypes = {at::kBFloat16};
+  EXPECT_THROW(run_bench(c), Error);
+}
+
+// The layer timed in train mode is the prefill's layer with its parameters trainable: the
+// same output (fp32, the training kernels and the inference kernels sum in different
+// orders: 1e-4), recording a graph, through the pairwise kernel or the chunked form.
+TEST(Bench, TrainModeRunsTheSameLayerWithAGraph) {
+  BenchShape s = small_config().shape;
+  s.window = {2, 8};
+  const at::Tensor q = at::randn({1, 4, 40, 16}), k = at::randn({1, 2, 40, 16}),
+                   v = at::randn({1, 2, 40, 16});
+  for (int64_t from : {int64_t{16}, int64_t{1000}})
+    for (const char* name : {"oal", "oal+window", "softmax-flash"}) {
+      s.chunked_train_from = from;
+      const BenchMethod m = make_bench_method(name, s);
+      ASSERT_TRUE(m.train) << name;
+      const at::Tensor y = m.train(q.detach().requires_grad_(true), k, v);
+      EXPECT_TRUE(y.requires_grad()) << name;
+      const at::Tensor ref = m.prefill(q, k, v);
+      EXPECT_LT((y.detach() - ref).norm().item<double>() / ref.norm().item<double>(), 1e-4)
+          << name << " from " << from;
+    }
+}
+
+}  // namespace
+}  // namespace oal::bench

@@ -28,6 +28,8 @@ struct BenchArgs {
   std::string mode = "both", format = "md", out, out_svg, simd, gemm;
   int repeats = 3, warmup = 1, threads = 0, decode_steps = 32;
   int64_t chunk = 64, groups = 5, heads = 14, kv_heads = 2, dim = 64;
+  int64_t chunked_train_from = oal::attn::k_default_chunked_train_from;
+  bool checkpoint_layers = false;
   oal::attn::Window window;
   double max_call_seconds = 60;
   bool json = false, quiet = false, interleave = false;
@@ -61,10 +63,11 @@ oal::bench::BenchConfig to_config(const BenchArgs& a) {
     else if (d == "fp32") c.dtypes.push_back(at::kFloat);
     else oal::fail("bench", "--dtype: '{}', expected bf16 and/or fp32", d);
   }
-  oal::check(a.mode == "prefill" || a.mode == "decode" || a.mode == "both", "bench",
-             "--mode: '{}', expected prefill, decode or both", a.mode);
-  c.prefill = a.mode != "decode";
-  c.decode = a.mode != "prefill";
+  oal::check(a.mode == "prefill" || a.mode == "decode" || a.mode == "both" || a.mode == "train",
+             "bench", "--mode: '{}', expected prefill, decode, both or train", a.mode);
+  c.train = a.mode == "train";
+  c.prefill = a.mode == "prefill" || a.mode == "both";
+  c.decode = a.mode == "decode" || a.mode == "both";
   c.repeats = a.repeats;
   c.warmup = a.warmup;
   c.decode_steps = a.decode_steps;
@@ -77,6 +80,9 @@ oal::bench::BenchConfig to_config(const BenchArgs& a) {
   c.shape.dim = c.shape.value_dim = a.dim;
   c.shape.window = a.window;
   c.shape.window.validate("bench");
+  c.shape.chunked_train_from = a.chunked_train_from;
+  oal::check(a.chunked_train_from >= 1, "bench", "--chunked-train-from must be >= 1, got {}",
+             a.chunked_train_from);
   return c;
 }
 
@@ -123,6 +129,7 @@ std::string model_report(const BenchArgs& a, const oal::ProgressFn& progress) {
 std::string train_report(const BenchArgs& a, bool lengths_given, const oal::ProgressFn& progress) {
   oal::model::TransformerOptions o = a.weights;
   o.weights = oal::model::WeightFormat::f32;
+  o.checkpoint_layers = a.checkpoint_layers;
   oal::model::Transformer model(oal::formats::load_model(a.model), o);
   oal::bench::TrainBenchConfig c;
   c.variants = oal::split_names(a.variants);
@@ -134,6 +141,8 @@ std::string train_report(const BenchArgs& a, bool lengths_given, const oal::Prog
   c.repeats = a.repeats;
   c.warmup = a.warmup;
   c.train_kernel = !a.freeze_kernel;
+  c.chunked_train_from = a.chunked_train_from;
+  c.checkpoint_layers = a.checkpoint_layers;
   const auto rep = oal::bench::run_train_bench(model, a.model, c, progress);
   return a.format == "json" ? oal::bench::train_bench_json(rep)
                             : oal::bench::train_bench_markdown(rep);
@@ -194,7 +203,10 @@ oal::cli::Registrar reg{
           ->capture_default_str();
       app.add_option("--dtype", a->dtypes, "bf16 and/or fp32 (comma-separated)")
           ->capture_default_str();
-      app.add_option("--mode", a->mode, "prefill, decode or both")->capture_default_str();
+      app.add_option("--mode", a->mode,
+                     "prefill, decode or both; train: forward and backward of one layer (fp32) "
+                     "as fine-tuning runs it")
+          ->capture_default_str();
       app.add_option("--repeats", a->repeats, "Timed calls per cell")->capture_default_str();
       app.add_option("--warmup", a->warmup, "Untimed calls before them")->capture_default_str();
       app.add_option("--decode-steps", a->decode_steps, "Timed tokens per decode cell")
@@ -205,6 +217,11 @@ oal::cli::Registrar reg{
       app.add_option("--threads", a->threads, "Intra-op threads (0 = $OAL_THREADS or all cores)")
           ->capture_default_str();
       app.add_option("--chunk", a->chunk, "OAL chunk size")->capture_default_str();
+      app.add_option("--chunked-train-from", a->chunked_train_from,
+                     "With --train or --mode train: sequences of at least this many tokens train "
+                     "the OAL layers through the linear-time chunked form, shorter ones through "
+                     "the pairwise kernel")
+          ->capture_default_str();
       app.add_option("--sinks", a->window.sinks,
                      "Sink tokens of the windowed rows (oal+window, global+window, window)")
           ->capture_default_str();
@@ -253,6 +270,9 @@ oal::cli::Registrar reg{
              "model/decode_layer.h) or as tensor operations (tensors, the reference path)")
           ->check(CLI::IsMember({"rows", "tensors"}))
           ->default_str("rows");
+      app.add_flag("--checkpoint-layers", a->checkpoint_layers,
+                   "With --train: recompute each layer's activations in the backward (as "
+                   "oal finetune --checkpoint-layers)");
       app.add_flag("--train", a->train,
                    "With --model: time LoRA updates instead (the trainer of oal finetune: "
                    "tokens/s, forward / backward / optimizer split, peak memory); --n sets the "

@@ -142,6 +142,10 @@ oal::cli::Registrar reg{
       app.add_option("--out", a->out, "Run directory (checkpoints, adapters, converted model)")
           ->required();
       app.add_flag("--resume", o.resume, "Continue from the run directory's last checkpoint");
+      app.add_flag("--checkpoint-layers", o.checkpoint_layers,
+                   "Recompute each layer's activations in the backward: one layer's activation "
+                   "memory instead of all (for long --ctx), one more forward per update, the "
+                   "same updates");
       app.add_option("--batch", o.train.batch, "Blocks per update")->capture_default_str();
       app.add_option("--lr", o.train.adamw.lr, "Peak learning rate")->capture_default_str();
       app.add_option("--weight-decay", o.train.adamw.weight_decay, "AdamW weight decay")

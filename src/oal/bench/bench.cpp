@@ -217,6 +217,38 @@ std::vector<BenchRow> time_decode_interleaved(const std::vector<BenchMethod*>& m
   return rows;
 }
 
+// Forward and backward of one layer: q, k, v leaves of the cell's inputs, y weighted by a
+// fixed seeded tensor, the gradients dropped after each call.
+BenchRow time_train(BenchMethod& m, const Inputs& in, int64_t n, const BenchConfig& cfg,
+                    bool& reset_ok) {
+  BenchRow row;
+  row.method = m.name;
+  row.mode = "train";
+  row.dtype = dtype_name(at::kFloat);
+  row.n = n;
+  at::AutoGradMode grad(true);
+  const at::Tensor q = in.q.detach().requires_grad_(true), k = in.k.detach().requires_grad_(true),
+                   v = in.v.detach().requires_grad_(true);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(cfg.shape.seed + 1);
+  const at::Tensor w = at::randn({in.q.size(0), in.q.size(1), n, in.v.size(3)}, gen);
+  release_freed_memory();
+  MemProbe probe;
+  probe.start();
+  reset_ok = reset_ok && probe.reset_ok();
+  std::vector<double> ms;
+  for (int i = 0; i < cfg.warmup + cfg.repeats; ++i) {
+    const auto t0 = Clock::now();
+    (m.train(q, k, v) * w).sum().backward();
+    const double t = ms_since(t0);
+    if (i == 0) record_memory(row, probe);
+    if (i >= cfg.warmup) ms.push_back(t);
+    for (const at::Tensor& t : {q, k, v}) t.mutable_grad().reset();
+  }
+  fill_times(row, ms);
+  row.tokens_per_s = static_cast<double>(in.q.size(0) * n) / (row.ms_median * 1e-3);
+  return row;
+}
+
 void validate(const BenchConfig& c) {
   check(!c.methods.empty(), "bench", "expected at least one method");
   check(!c.lengths.empty(), "bench", "expected at least one sequence length");
@@ -224,7 +256,9 @@ void validate(const BenchConfig& c) {
   check(c.repeats >= 1, "bench", "repeats: expected >= 1, got {}", c.repeats);
   check(c.warmup >= 0, "bench", "warmup: expected >= 0, got {}", c.warmup);
   check(c.decode_steps >= 1, "bench", "decode steps: expected >= 1, got {}", c.decode_steps);
-  check(c.prefill || c.decode, "bench", "expected prefill and/or decode mode");
+  check(c.prefill || c.decode || c.train, "bench", "expected prefill, decode or train mode");
+  check(!c.train || std::find(c.dtypes.begin(), c.dtypes.end(), at::kFloat) != c.dtypes.end(),
+        "bench", "train mode runs fp32 only: add fp32 to --dtype");
   for (auto t : c.dtypes)
     check(t == at::kFloat || t == at::kBFloat16, "bench", "dtype {}: expected bf16 or fp32",
           c10::toString(t));
@@ -271,8 +305,9 @@ BenchReport run_bench(const BenchConfig& cfg, const ProgressFn& progress) {
   ShapeRates shape_rates;  // measured on first use, only when GEMM rates are measured
   ShapeRates* rates = cfg.measure_gemm ? &shape_rates : nullptr;
   const int64_t modes = (cfg.prefill ? 1 : 0) + (cfg.decode ? 1 : 0);
-  const int64_t total = modes * static_cast<int64_t>(cfg.dtypes.size() * cfg.lengths.size() *
-                                                     methods.size());
+  const int64_t cells = static_cast<int64_t>(cfg.lengths.size() * methods.size());
+  const int64_t total = modes * static_cast<int64_t>(cfg.dtypes.size()) * cells +
+                        (cfg.train ? cells : 0);  // train: fp32 only
   int64_t done = 0;
   auto tick = [&](const BenchRow& r) {
     rep.rows.push_back(r);
@@ -282,6 +317,17 @@ BenchReport run_bench(const BenchConfig& cfg, const ProgressFn& progress) {
   std::vector<int64_t> lengths = cfg.lengths;
   std::sort(lengths.begin(), lengths.end());
   for (auto dt : cfg.dtypes) {
+    if (cfg.train && dt == at::kFloat) {
+      for (int64_t n : lengths) {
+        const Inputs in = make_inputs(cfg.shape, n, at::kFloat, cfg.shape.seed);
+        for (BenchMethod& m : methods) {
+          if (!m.train)
+            tick(skipped_row(m, "train", dt, n, "no training path"));
+          else
+            tick(time_train(m, in, n, cfg, rep.memory_reset_ok));
+        }
+      }
+    }
     if (cfg.prefill) {
       std::vector<Trend> trend(methods.size());
       for (int64_t n : lengths) {

@@ -1,9 +1,12 @@
 #pragma once
 // `oal bench`: causal attention forward (prefill) and per-token decode latency of several
-// methods side by side (paper Sec. 4.4, Fig. 3, App. E), on the CPU.
+// methods side by side (paper Sec. 4.4, Fig. 3, App. E), on the CPU; in train mode the
+// forward and backward of one layer as fine-tuning runs it.
 //
 // Measurement: per (dtype, N, method) fresh seeded inputs, `warmup` untimed calls, then
-// `repeats` timed calls (steady_clock wall time); median, min and max ms. Decode: a
+// `repeats` timed calls (steady_clock wall time); median, min and max ms. Train: the same
+// for y = forward(q, k, v) with q, k, v and the parameters recording a graph, then
+// backward of a fixed seeded weighting of y (the time of both). Decode: a
 // decoder primed with N context tokens (untimed), 4 untimed steps, then `decode_steps`
 // individually timed steps; median/min/max per token. With interleave_decode every
 // method's decoder at one N is stepped in turn instead (token i of each before token i+1
@@ -40,6 +43,10 @@ struct BenchConfig {
   std::vector<int64_t> lengths = {1024, 2048, 4096, 8192, 16384, 32768};
   std::vector<at::ScalarType> dtypes = {at::kBFloat16, at::kFloat};
   bool prefill = true, decode = true;
+  // Train mode (fp32 only; other dtypes get no train rows): forward and backward of one
+  // layer under autograd, the
+  // kernels' parameters trainable, for the methods with a training path (train above).
+  bool train = false;
   int repeats = 3, warmup = 1;
   int decode_steps = 32;
   bool interleave_decode = false;  // decode cells of one N stepped in turn (header comment)
@@ -51,7 +58,7 @@ struct BenchConfig {
 };
 
 struct BenchRow {
-  std::string method, mode, dtype;  // mode "prefill" | "decode"
+  std::string method, mode, dtype;  // mode "prefill" | "decode" | "train"
   int64_t n = 0;                    // sequence length (prefill) or context length (decode)
   bool skipped = false;
   std::string note;                 // skip reason or fallback notice

@@ -69,9 +69,15 @@ class AttentionDecoder : public BenchDecoder {
 // Prefill and decode through `method` (forward / new_state), recording in the row's note
 // the path its entry point took: "simd (avx512)" or "reference (why)" for methods that
 // dispatch to the CPU kernels, "aten" for the others (the baselines).
+// `trained`: the same layer with trainable parameters, for the train mode (nullptr: none).
 void attach_method(BenchMethod& m, std::shared_ptr<const attn::AttentionMethod> method,
-                   const BenchShape& s, bool dispatches) {
+                   const BenchShape& s, bool dispatches,
+                   std::shared_ptr<const attn::AttentionMethod> trained = nullptr) {
   auto notice = m.notice;
+  if (trained)
+    m.train = [trained](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+      return trained->forward(q, k, v);
+    };
   m.prefill = [method, notice, dispatches](const at::Tensor& q, const at::Tensor& k,
                                            const at::Tensor& v) {
     at::NoGradGuard ng;
@@ -111,7 +117,8 @@ std::vector<GemmWork> flash_prefill_gemms(const BenchShape& s, int64_t n) {
 BenchMethod softmax_flash(const BenchShape& s) {
   BenchMethod m = softmax_common(s, "softmax-flash");
   m.prefill_gemms = [s](int64_t n) { return flash_prefill_gemms(s, n); };
-  attach_method(m, std::make_shared<attn::SoftmaxAttention>(), s, true);
+  auto softmax = std::make_shared<attn::SoftmaxAttention>();
+  attach_method(m, softmax, s, true, softmax);  // no parameters: the same layer trains
   // Decode keeps K and V in fp32 (the kernels' storage) whatever the input dtype.
   m.state_bytes = [s](int64_t n, at::ScalarType) {
     return s.batch * s.kv_heads * n * (s.dim + s.value_dim) * int64_t{4};
@@ -205,9 +212,12 @@ BenchMethod quadratic_method(const BenchShape& s, std::string name, int64_t grou
   m.name = std::move(name);
   attn::HdOptions options;
   options.chunk = s.chunk;
+  options.chunked_train_from = s.chunked_train_from;
   // The layer's fp32 plan is built once (cached by the method), as in App. E.
   attach_method(m, std::make_shared<attn::QuadraticAttention>(bench_kernels(s, groups), options), s,
-                true);
+                true,
+                std::make_shared<attn::QuadraticAttention>(bench_kernels(s, groups), options,
+                                                           /*trainable=*/true));
   m.prefill_flops = [s](int64_t n) { return simd::oal_prefill_flops(dims_of(s, n, n), s.chunk); };
   m.prefill_gemms = [s](int64_t n) { return oal_prefill_gemms(s, n); };
   m.decode_flops = [s](int64_t) { return oal_decode_flops(s); };
@@ -226,16 +236,20 @@ BenchMethod windowed_method(const BenchShape& s, const std::string& name) {
         name);
   BenchMethod m;
   m.name = name;
-  std::shared_ptr<const attn::QuadraticAttention> base;
+  std::shared_ptr<const attn::QuadraticAttention> base, trained_base;
   if (name != attn::names::window) {
     attn::HdOptions options;
     options.chunk = s.chunk;
-    base = std::make_shared<attn::QuadraticAttention>(
-        bench_kernels(s, name == "oal+window" ? s.oal_groups : 1), options);
+    options.chunked_train_from = s.chunked_train_from;
+    const int64_t groups = name == "oal+window" ? s.oal_groups : 1;
+    base = std::make_shared<attn::QuadraticAttention>(bench_kernels(s, groups), options);
+    trained_base = std::make_shared<attn::QuadraticAttention>(bench_kernels(s, groups), options,
+                                                              /*trainable=*/true);
   }
-  attach_method(m,
-                std::make_shared<attn::WindowedAttention>(base, s.window, at::zeros({s.q_heads})),
-                s, true);
+  const at::Tensor c = at::zeros({s.q_heads});
+  attach_method(m, std::make_shared<attn::WindowedAttention>(base, s.window, c), s, true,
+                std::make_shared<attn::WindowedAttention>(trained_base, s.window, c,
+                                                          /*trainable=*/true));
   m.state_bytes = [s, base](int64_t n, at::ScalarType t) {
     const int64_t rows = std::min(n, s.window.sinks + s.window.recent);
     // Rows are kept in the compute dtype: fp32 for fp32 and bf16 inputs.

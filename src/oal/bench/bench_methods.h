@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "oal/attention/method.h"
+#include "oal/attention/oal/chunked_attention.h"
 #include "oal/attention/oal/quadratic.h"
 #include "oal/attention/windowed/window.h"
 #include "oal/bench/bench_measure.h"
@@ -27,6 +28,9 @@ struct BenchShape {
   int64_t oal_groups = 5;  // groups of the "oal" method (paper Fig. 3 uses 5)
   attn::Window window{};   // of the windowed rows (oal+window, global+window, window)
   uint64_t seed = 0;
+  // Train mode: from this many tokens the kernel layers train through the linear-time
+  // chunked form (attn::HdOptions::chunked_train_from), below it the pairwise kernel.
+  int64_t chunked_train_from = attn::k_default_chunked_train_from;
 };
 
 // A decoder being timed: prime() absorbs a context without timing, step() attends one
@@ -46,6 +50,10 @@ struct BenchMethod {
   bool quadratic = false;  // cost grows like N² (used to predict and skip huge runs)
   // q [B, Hq, N, D], k/v [B, Hkv, N, D|Dv] in the benchmark dtype -> y [B, Hq, N, Dv].
   std::function<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)> prefill;
+  // Train mode: the forward under autograd of the same layer with its parameters
+  // trainable (as `oal finetune` holds it); the runner backpropagates a fixed weighting
+  // of y. Empty when the method is not timed in training (softmax-torch, the baselines).
+  std::function<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)> train;
   // Empty when the method has no decode path. Capacity = most tokens it will hold.
   std::function<std::unique_ptr<BenchDecoder>(at::ScalarType dtype, int64_t capacity)> decoder;
   // FLOP models (0 = unknown): whole prefill of N tokens; one decode step at context N.

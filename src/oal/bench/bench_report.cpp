@@ -55,12 +55,17 @@ std::string bench_markdown(const BenchReport& r) {
     for (const auto& g : r.gemm_backends)
       out += fmt::format("| {} | {:.1f} | {:.1f} | {} |\n", g.shape, g.own, g.blas, g.chosen);
   }
-  for (const char* mode : {"prefill", "decode"}) {
+  for (const char* mode : {"prefill", "decode", "train"}) {
     bool any = false;
     for (const auto& row : r.rows) any = any || row.mode == mode;
     if (!any) continue;
+    const std::string m = mode;
     out += fmt::format("\n### {}{}\n\n", mode,
-                       std::string(mode) == "decode" ? " (per token, context N)" : "");
+                       m == "decode"  ? " (per token, context N)"
+                       : m == "train" ? fmt::format(" (forward + backward of one layer; the "
+                                                    "chunked form from {} tokens)",
+                                                    r.config.shape.chunked_train_from)
+                                      : std::string());
     out +=
         "| method | dtype | N | median ms | min–max ms | tokens/s | GFLOP/s | % GEMM | % GEMM own "
         "shapes | peak RSS MB | extra MB | state MB | note |\n";
@@ -118,7 +123,8 @@ std::string bench_json(const BenchReport& r) {
                  {"kv_heads", s.kv_heads},     {"dim", s.dim},
                  {"value_dim", s.value_dim},   {"chunk", s.chunk},
                  {"oal_groups", s.oal_groups}, {"warmup", r.config.warmup},
-                 {"repeats", r.config.repeats}, {"decode_steps", r.config.decode_steps}};
+                 {"repeats", r.config.repeats}, {"decode_steps", r.config.decode_steps},
+                 {"chunked_train_from", s.chunked_train_from}};
   j["memory"] = r.memory_reset_ok ? "VmHWM reset per call" : "process lifetime maximum";
   j["rows"] = nlohmann::json::array();
   for (const auto& row : r.rows) {

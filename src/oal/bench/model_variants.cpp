@@ -52,6 +52,7 @@ void apply_variant(model::Transformer& m, const std::vector<int64_t>& converted,
   s.chunk = setup.chunk;
   attn::HdOptions options;
   options.chunk = setup.chunk;
+  options.chunked_train_from = setup.chunked_train_from;
   for (int64_t l = 0; l < m.num_layers(); ++l) {
     s.seed = setup.seed + static_cast<uint64_t>(l);
     if (conv.count(l) == 0) {

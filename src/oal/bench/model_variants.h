@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "oal/attention/oal/chunked_attention.h"
 #include "oal/attention/windowed/window.h"
 #include "oal/model/transformer.h"
 
@@ -31,6 +32,9 @@ struct VariantSetup {
   attn::Window window{};           // set: the OAL layers run beside this exact window
   uint64_t seed = 0;
   bool trainable = false;          // kernels (and c_h) as trainable leaves, for --train
+  // Training: from this many tokens the OAL layers use the linear-time chunked form
+  // (attn::HdOptions::chunked_train_from).
+  int64_t chunked_train_from = attn::k_default_chunked_train_from;
 };
 
 // Sets every layer's attention: OAL on `converted`, softmax (with the model's KV cache

@@ -31,6 +31,8 @@ void check_config(const TrainBenchConfig& c, const model::ModelConfig& m) {
         "--train: need repeats >= 1 and warmup >= 0, got {} and {}", c.repeats, c.warmup);
   c.lora.validate();
   check(c.chunk >= 1, k_op, "--train: chunk must be >= 1, got {}", c.chunk);
+  check(c.chunked_train_from >= 1, k_op, "--chunked-train-from must be >= 1, got {}",
+        c.chunked_train_from);
   check_variant_groups(c.groups, m.head_dim);
   c.window.validate(k_op);
 }
@@ -96,7 +98,8 @@ TrainBenchReport run_train_bench(model::Transformer& model, const std::string& d
   rep.model = description;
   rep.config = cfg;
   const train::LossHead head = train::prepare_for_training(model);
-  const VariantSetup setup{cfg.chunk, cfg.groups, cfg.window, cfg.seed, cfg.train_kernel};
+  const VariantSetup setup{cfg.chunk, cfg.groups, cfg.window, cfg.seed, cfg.train_kernel,
+                           cfg.chunked_train_from};
   const int64_t total = static_cast<int64_t>(cfg.variants.size() * cfg.contexts.size()) *
                         (cfg.warmup + cfg.repeats);
   int64_t done = 0;
@@ -133,11 +136,13 @@ std::string train_bench_markdown(const TrainBenchReport& r) {
   std::string out = fmt::format(
       "# oal bench --train\n\nmodel: {}\nmachine: {} ({} logical cores, {} threads), kernels "
       "{}, BLAS {}\nLoRA rank {} alpha {} dropout {} on q/k/v/o ({:.2f}M parameters); "
-      "converted layers: OAL{} with synthetic kernels, {}\n\n",
+      "converted layers: OAL{} with synthetic kernels, {}; the chunked training form from {} "
+      "tokens{}\n\n",
       r.model, r.machine.cpu, r.machine.logical_cores, r.machine.threads, r.isa, r.machine.blas,
       r.config.lora.rank, r.config.lora.alpha, r.config.lora.dropout, r.lora_parameters / 1e6,
       r.config.window.none() ? "" : " beside " + r.config.window.describe(),
-      r.config.train_kernel ? "kernel parameters trained" : "kernel parameters frozen");
+      r.config.train_kernel ? "kernel parameters trained" : "kernel parameters frozen",
+      r.config.chunked_train_from, r.config.checkpoint_layers ? "; layers checkpointed" : "");
   out +=
       "| variant | converted | kernel params | ctx | update ms (median) | min–max | forward ms | "
       "backward ms | optimizer ms | tokens/s | peak RSS MiB | +MiB |\n";
@@ -181,6 +186,8 @@ std::string train_bench_json(const TrainBenchReport& r) {
       {"lora", {{"rank", r.config.lora.rank}, {"alpha", r.config.lora.alpha},
                 {"dropout", r.config.lora.dropout}, {"parameters", r.lora_parameters}}},
       {"train_kernel", r.config.train_kernel},
+      {"chunked_train_from", r.config.chunked_train_from},
+      {"checkpoint_layers", r.config.checkpoint_layers},
       {"repeats", r.config.repeats},
       {"warmup", r.config.warmup},
       {"memory_reset_ok", r.memory_reset_ok},

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "oal/adapt/lora.h"
+#include "oal/attention/oal/chunked_attention.h"
 #include "oal/attention/windowed/window.h"
 #include "oal/core/machine.h"
 #include "oal/core/progress.h"
@@ -28,6 +29,10 @@ struct TrainBenchConfig {
   std::string hybrid_layers = "default";  // adapt/hybrid.h range syntax
   attn::Window window{};                  // set: the converted layers are windowed
   int64_t chunk = 64, groups = 3;         // OAL layers
+  // From this many tokens the OAL layers train through the linear-time chunked form.
+  int64_t chunked_train_from = attn::k_default_chunked_train_from;
+  // Each layer's activations recomputed in the backward (TransformerOptions).
+  bool checkpoint_layers = false;
   std::vector<int64_t> contexts = {512, 1024, 2048, 4096};  // tokens per block
   int repeats = 3, warmup = 1;
   adapt::LoraConfig lora{};

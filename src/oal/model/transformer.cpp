@@ -1,11 +1,14 @@
 #include "oal/model/transformer.h"
 
+#include <c10/core/GradMode.h>
+
 #include <algorithm>
 
 #include "oal/attention/softmax/softmax_method.h"
 #include "oal/core/error.h"
 #include "oal/core/tensor_checks.h"
 #include "oal/model/decode_layer.h"
+#include "oal/model/layer_checkpoint.h"
 
 namespace oal::model {
 namespace {
@@ -268,8 +271,16 @@ bool Transformer::rowwise(const TransformerLayer& L, const at::Tensor& x) const 
 
 at::Tensor Transformer::hidden_states(const at::Tensor& tokens, ForwardObserver* observer) const {
   at::Tensor x = embed(tokens, 0);
-  for (int64_t i = 0; i < num_layers(); ++i) x = layer_forward(i, x, 0, nullptr, observer);
+  const bool checkpoint =
+      options_.checkpoint_layers && c10::GradMode::is_enabled() && observer == nullptr;
+  for (int64_t i = 0; i < num_layers(); ++i)
+    x = checkpoint ? checkpointed_layer(*this, i, x) : layer_forward(i, x, 0, nullptr, observer);
   return rms_norm(x, final_norm_, config_.rms_norm_eps);
+}
+
+at::Tensor Transformer::layer(int64_t i, const at::Tensor& x) const {
+  check(i >= 0 && i < num_layers(), k_op, "layer {}: the model has {} layers", i, num_layers());
+  return layer_forward(i, x, 0, nullptr, nullptr);
 }
 
 void Transformer::observe(const at::Tensor& tokens, ForwardObserver& observer) const {

@@ -49,6 +49,10 @@ struct TransformerOptions {
   // How decode passes multiply Q8_0/Q4_0/Q4_1 weights (simd/linear_quant.h): every
   // projection and the lm_head are built with it.
   simd::QuantDot quant_dot = simd::QuantDot::dequant;
+  // Training (hidden_states under autograd): each layer checkpointed (layer_checkpoint.h)
+  // — only its input kept, the layer run again in the backward: activation memory of one
+  // layer instead of all of them, for one more forward pass.
+  bool checkpoint_layers = false;
 };
 
 // Weights of one decoder layer (HF names in comments).
@@ -115,6 +119,9 @@ class Transformer {
   // Final-normed hidden states [B, T, hidden] fp32 (forward without the lm_head), so
   // that callers can apply the lm_head to a few positions at a time.
   at::Tensor hidden_states(const at::Tensor& tokens, ForwardObserver* observer = nullptr) const;
+  // One decoder layer over whole sequences (positions 0..T-1, no state): x [B, T, hidden]
+  // fp32 → [B, T, hidden].
+  at::Tensor layer(int64_t i, const at::Tensor& x) const;
   // Runs tokens [B, T] through layers 0..deepest only, where deepest is the last layer
   // observer->wants(): capture and analysis need nothing past it (a 24-layer model
   // captured at layer 4 runs 5 layers). No outputs; everything reaches the observer.

@@ -103,7 +103,9 @@ FinetuneRunResult run_finetune(const FinetuneRunOptions& o, const ProgressFn& pr
   model::ModelWeights on_device = w;
   if (!device.is_cpu())
     for (auto& [n, t] : on_device.tensors) t = t.to(device);
-  model::Transformer model(on_device);
+  model::TransformerOptions model_options;
+  model_options.checkpoint_layers = o.checkpoint_layers;
+  model::Transformer model(on_device, model_options);
   adapt::apply_hybrid(model, methods);
   if (!device.is_cpu())
     for (int64_t l : res.layers)

@@ -33,6 +33,10 @@ struct FinetuneRunOptions {
   adapt::LoraConfig lora;            // 8, 16, 0.05
   FinetuneOptions train;             // steps, lr, ... (App. F.2 defaults)
   bool train_kernel = true;          // false: kernel parameters frozen (LoRA only)
+  // Each layer's activations recomputed in the backward (model/layer_checkpoint.h):
+  // memory of one layer's activations instead of all, one more forward per update; the
+  // same updates (dropout masks replayed).
+  bool checkpoint_layers = false;
   bool resume = false;
   std::string device = "cpu";        // "cpu" | "cuda" | "cuda:N"
 };
