@@ -44,7 +44,7 @@ namespace oal::attn {
 enum class HdBackend { automatic, aten };
 
 // Where the chunked training form overtakes the pairwise kernel (measured: docs/adapt.md).
-inline constexpr int64_t k_default_chunked_train_from = 12288;
+inline constexpr int64_t k_default_chunked_train_from = 8192;
 
 struct HdOptions {
   int64_t chunk = 64;  // tokens per chunk, >= 1; need not divide T

@@ -33,7 +33,7 @@ LayerKernels with_L(const at::Tensor& group_of, const at::Tensor& groups, const 
 // The degree-2 feature columns, row by row on the CPU (what phiQ/phiK and their
 // gradients spend most of their time on when written as ATen ops over [rows, d, d]).
 // Rows are [blocks, per_block] with one coefficient row coef[block % heads] per block
-// (the query head of a [B, Hq, tc] layout), or no coefficient (coef undefined).
+// (the query head of a [B, Hq, tc] layout), or no coefficients (coef == nullptr).
 struct PairRows {
   int64_t blocks, per_block, heads, d;
 };
@@ -118,6 +118,8 @@ at::Tensor pair_grad(const at::Tensor& x_in, const at::Tensor& coef, const at::T
                      const at::Tensor& dcoef) {
   const at::Tensor x = x_in.contiguous();
   const int64_t B = x.size(0), H = x.size(1), tc = x.size(2), d = x.size(3);
+  check(w.is_contiguous() && (!dcoef.defined() || dcoef.is_contiguous()), "hd_chunked",
+        "pair_grad: expected contiguous feature gradients and coefficient gradients");
   at::Tensor dx = at::zeros_like(x);
   const at::Tensor c = coef.defined() ? coef.contiguous() : at::Tensor();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "chunked_train_pair_grad", [&] {
@@ -141,7 +143,7 @@ struct PreparedGrads {
 // Everything the backward reads, shaped once.
 struct Backward {
   at::Tensor q, k, v, u, dU;  // dU [B, Hkv, G, T, Dv+1]
-  Prepared p;                             // detached
+  Prepared p;                 // detached
   double eps = 0;
   int64_t B = 0, Hq = 0, Hkv = 0, G = 0, d = 0, Dv = 0;
   at::Tensor dq, dk, dv;
