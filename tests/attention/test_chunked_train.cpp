@@ -124,28 +124,26 @@ const std::vector<Shape> k_shapes = {
     {1, 2, 2, 2, 1, 6, 3, 4},   {2, 4, 2, 0, 37, 6, 5, 8},  {1, 4, 2, 5, 23, 8, 4, 1},
     {1, 7, 1, 9, 41, 8, 8, 16}, {1, 2, 1, 3, 20, 5, 2, 64}, {1, 6, 2, 0, 130, 16, 16, 64}};
 
+// The training form in `dt` against the fp64 reference over every shape.
+void expect_every_shape_close(at::ScalarType dt, uint64_t seed, double tol) {
+  for (const Shape& sh : k_shapes) {
+    seed += 10;
+    expect_close(run(sh, dt, false, seed), run(sh, dt, true, seed), tol, describe(sh));
+  }
+}
+
 // fp64 both ways: the chunked and the pairwise sums differ only in summation order and
 // in the expanded state readout (phiQ · S) against the factored weights, ~1e-15 relative
 // per operation over at most 130 keys; 1e-9 leaves room and any wrong term is >= 1e-3.
 TEST(ChunkedTrain, MatchesAutogradOfThePairwiseReferenceInFp64) {
-  uint64_t seed = 300;
-  for (const Shape& sh : k_shapes) {
-    seed += 10;
-    expect_close(run(sh, at::kDouble, false, seed), run(sh, at::kDouble, true, seed), 1e-9,
-                 describe(sh));
-  }
+  expect_every_shape_close(at::kDouble, 300, 1e-9);
 }
 
 // fp32 against the fp64 reference: the state readout sums products of up to 130 keys'
 // degree-2 features (~6e-8 relative rounding each, magnified where the expanded readout
 // cancels), and the gradients chain three such stages; 1e-4 bounds that with margin.
 TEST(ChunkedTrain, Fp32StaysCloseToTheFp64Reference) {
-  uint64_t seed = 400;
-  for (const Shape& sh : k_shapes) {
-    seed += 10;
-    expect_close(run(sh, at::kFloat, false, seed), run(sh, at::kFloat, true, seed), 1e-4,
-                 describe(sh));
-  }
+  expect_every_shape_close(at::kFloat, 400, 1e-4);
 }
 
 // The windowed layer trained through the chunked form (chunked_train_from = 1) against

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -65,16 +66,41 @@ void finish_rates(BenchRow& row, double flops, double tokens, double gemm) {
   }
 }
 
-BenchRow skipped_row(const BenchMethod& m, const char* mode, at::ScalarType dt, int64_t n,
-                     std::string why) {
+// A row's identity: method, mode, dtype, N.
+BenchRow row_of(const BenchMethod& m, const char* mode, at::ScalarType dt, int64_t n) {
   BenchRow r;
   r.method = m.name;
   r.mode = mode;
   r.dtype = dtype_name(dt);
   r.n = n;
+  return r;
+}
+
+BenchRow skipped_row(const BenchMethod& m, const char* mode, at::ScalarType dt, int64_t n,
+                     std::string why) {
+  BenchRow r = row_of(m, mode, dt, n);
   r.skipped = true;
   r.note = std::move(why);
   return r;
+}
+
+// warmup + repeats calls of `call`, the repeats timed into the row (fill_times), the
+// first call's peak memory recorded after the heap's freed memory was given back.
+void time_calls(BenchRow& row, const BenchConfig& cfg, bool& reset_ok,
+                const std::function<void()>& call) {
+  release_freed_memory();  // the first call's peak is this cell's own (machine.h)
+  MemProbe probe;
+  probe.start();
+  reset_ok = reset_ok && probe.reset_ok();
+  std::vector<double> ms;
+  for (int i = 0; i < cfg.warmup + cfg.repeats; ++i) {
+    const auto t0 = Clock::now();
+    call();
+    const double t = ms_since(t0);
+    if (i == 0) record_memory(row, probe);
+    if (i >= cfg.warmup) ms.push_back(t);
+  }
+  fill_times(row, ms);
 }
 
 // parallel_shape_rate of each GEMM shape the timed methods issue, measured once per run.
@@ -99,24 +125,8 @@ double ideal_gemm_ms(const std::vector<GemmWork>& work, ShapeRates& rates) {
 
 BenchRow time_prefill(BenchMethod& m, const Inputs& in, at::ScalarType dt, int64_t n,
                       const BenchConfig& cfg, double gemm, ShapeRates* rates, bool& reset_ok) {
-  BenchRow row;
-  row.method = m.name;
-  row.mode = "prefill";
-  row.dtype = dtype_name(dt);
-  row.n = n;
-  release_freed_memory();  // the first call's peak is this cell's own (machine.h)
-  MemProbe probe;
-  probe.start();
-  reset_ok = reset_ok && probe.reset_ok();
-  std::vector<double> ms;
-  for (int i = 0; i < cfg.warmup + cfg.repeats; ++i) {
-    const auto t0 = Clock::now();
-    at::Tensor y = m.prefill(in.q, in.k, in.v);
-    const double t = ms_since(t0);
-    if (i == 0) record_memory(row, probe);
-    if (i >= cfg.warmup) ms.push_back(t);
-  }
-  fill_times(row, ms);
+  BenchRow row = row_of(m, "prefill", dt, n);
+  time_calls(row, cfg, reset_ok, [&] { m.prefill(in.q, in.k, in.v); });
   row.note = *m.notice;
   finish_rates(row, m.prefill_flops ? m.prefill_flops(n) : 0, static_cast<double>(in.q.size(0) * n),
                gemm);
@@ -140,11 +150,7 @@ StepInputs step_inputs(const Inputs& tok, int i) {
 // A decode row's fields once its per-token times are in.
 BenchRow decode_row(const BenchMethod& m, const BenchShape& s, at::ScalarType dt, int64_t n,
                     const std::vector<double>& ms, const BenchDecoder& dec, double gemm) {
-  BenchRow row;
-  row.method = m.name;
-  row.mode = "decode";
-  row.dtype = dtype_name(dt);
-  row.n = n;
+  BenchRow row = row_of(m, "decode", dt, n);
   fill_times(row, ms);
   row.note = *m.notice;
   finish_rates(row, m.decode_flops ? m.decode_flops(n) : 0, static_cast<double>(s.batch), gemm);
@@ -221,30 +227,16 @@ std::vector<BenchRow> time_decode_interleaved(const std::vector<BenchMethod*>& m
 // fixed seeded tensor, the gradients dropped after each call.
 BenchRow time_train(BenchMethod& m, const Inputs& in, int64_t n, const BenchConfig& cfg,
                     bool& reset_ok) {
-  BenchRow row;
-  row.method = m.name;
-  row.mode = "train";
-  row.dtype = dtype_name(at::kFloat);
-  row.n = n;
+  BenchRow row = row_of(m, "train", at::kFloat, n);
   at::AutoGradMode grad(true);
   const at::Tensor q = in.q.detach().requires_grad_(true), k = in.k.detach().requires_grad_(true),
                    v = in.v.detach().requires_grad_(true);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(cfg.shape.seed + 1);
   const at::Tensor w = at::randn({in.q.size(0), in.q.size(1), n, in.v.size(3)}, gen);
-  release_freed_memory();
-  MemProbe probe;
-  probe.start();
-  reset_ok = reset_ok && probe.reset_ok();
-  std::vector<double> ms;
-  for (int i = 0; i < cfg.warmup + cfg.repeats; ++i) {
-    const auto t0 = Clock::now();
+  time_calls(row, cfg, reset_ok, [&] {
     (m.train(q, k, v) * w).sum().backward();
-    const double t = ms_since(t0);
-    if (i == 0) record_memory(row, probe);
-    if (i >= cfg.warmup) ms.push_back(t);
     for (const at::Tensor& t : {q, k, v}) t.mutable_grad().reset();
-  }
-  fill_times(row, ms);
+  });
   row.tokens_per_s = static_cast<double>(in.q.size(0) * n) / (row.ms_median * 1e-3);
   return row;
 }
