@@ -63,7 +63,8 @@ struct Result {
 // the initial state of the evaluated part, so its gradient flows back through it) and T
 // evaluated tokens. `reference`: windowed_pairwise over the whole sequence and the state's
 // definition, fp64; else hd_chunked twice under autograd (the training form).
-Result run(const Shape& sh, at::ScalarType dt, bool reference, uint64_t seed) {
+Result run(const Shape& sh, at::ScalarType dt, bool reference, uint64_t seed,
+           HdBackend backend = HdBackend::automatic) {
   const int64_t N = sh.prefix + sh.T;
   auto leaf = [](const at::Tensor& t, at::ScalarType t_dt) {
     return t.to(t_dt).set_requires_grad(true);
@@ -84,7 +85,7 @@ Result run(const Shape& sh, at::ScalarType dt, bool reference, uint64_t seed) {
             .narrow(2, sh.prefix, sh.T);
     S = state_of(k, v);
   } else {
-    const HdOptions o{.chunk = sh.chunk};
+    const HdOptions o{.chunk = sh.chunk, .backend = backend};
     HdPrefill head = hd_chunked(q.narrow(2, 0, sh.prefix), k.narrow(2, 0, sh.prefix),
                                 v.narrow(2, 0, sh.prefix), lk, o);
     HdPrefill rest = hd_chunked(q.narrow(2, sh.prefix, sh.T), k.narrow(2, sh.prefix, sh.T),
@@ -92,7 +93,7 @@ Result run(const Shape& sh, at::ScalarType dt, bool reference, uint64_t seed) {
                                 sh.prefix > 0 ? &head.state : nullptr);
     y = rest.y;
     S = rest.state.S;
-    EXPECT_TRUE(graph_has(y, "ChunkedTrain")) << "the training form is not in the graph";
+    EXPECT_EQ(graph_has(y, "ChunkedTrain"), backend == HdBackend::automatic);
   }
   ((y.to(at::kDouble) * wy).sum() + (S.to(at::kDouble) * wS).sum()).backward();
   return {y.detach(), S.detach(), q.grad(), k.grad(), v.grad(), lk.L.grad()};
@@ -144,6 +145,17 @@ TEST(ChunkedTrain, MatchesAutogradOfThePairwiseReferenceInFp64) {
 // cancels), and the gradients chain three such stages; 1e-4 bounds that with margin.
 TEST(ChunkedTrain, Fp32StaysCloseToTheFp64Reference) {
   expect_every_shape_close(at::kFloat, 400, 1e-4);
+}
+
+// The ATen backend keeps plain autograd of the chunk loop (what other devices run): the
+// same function, so the same tolerance as the training form in fp64.
+TEST(ChunkedTrain, AtenBackendIsAutogradOfTheChunkLoop) {
+  uint64_t seed = 600;
+  for (const Shape& sh : {k_shapes[1], k_shapes[2], k_shapes[3]}) {
+    seed += 10;
+    expect_close(run(sh, at::kDouble, false, seed, HdBackend::aten),
+                 run(sh, at::kDouble, true, seed), 1e-9, describe(sh));
+  }
 }
 
 // The windowed layer trained through the chunked form (chunked_train_from = 1) against

@@ -7,6 +7,7 @@
 
 #include <mutex>
 
+#include "oal/core/error.h"
 #include "oal/model/transformer.h"
 
 namespace oal::model {
@@ -62,6 +63,10 @@ struct LayerCheckpoint : torch::autograd::Function<LayerCheckpoint> {
 }  // namespace
 
 at::Tensor checkpointed_layer(const Transformer& model, int64_t i, const at::Tensor& x) {
+  // Another device's dropout draws from its own generator, which is not replayed.
+  check(x.device().is_cpu(), "finetune",
+        "--checkpoint-layers replays the CPU generator's dropout masks; the model is on {}: "
+        "train without it there", x.device().str());
   static const at::Tensor anchor = at::empty({0}).requires_grad_(true);
   return LayerCheckpoint::apply(x, anchor, &model, i);
 }

@@ -16,8 +16,9 @@ namespace oal::model {
 
 class Transformer;
 
-// model.layer(i, x) under checkpointing; x [B, T, hidden] fp32. The model must outlive
-// the backward (the training update's).
+// model.layer(i, x) under checkpointing; x [B, T, hidden] fp32 on the CPU (throws
+// oal::Error("finetune") elsewhere: other devices' dropout generators are not replayed).
+// The model must outlive the backward (the training update's).
 at::Tensor checkpointed_layer(const Transformer& model, int64_t i, const at::Tensor& x);
 
 }  // namespace oal::model

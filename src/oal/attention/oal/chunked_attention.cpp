@@ -80,9 +80,10 @@ std::shared_ptr<const simd::OalPlan> plan_for(const LayerKernels& lk, const HdOp
 }
 
 // The ATen evaluation (intra-chunk factored weights + state readout): the unnormalised
-// sums ũ [B, Hkv, G, T, Dv+1] (numerators, then the denominator). Under autograd, the
-// linear-time training function (chunked_train.h); S is then a new tensor, else it is
-// updated in place.
+// sums ũ [B, Hkv, G, T, Dv+1] (numerators, then the denominator). Under autograd on the
+// CPU, the linear-time training function (chunked_train.h); on other devices and with
+// the ATen backend, autograd of the chunk loop (which keeps every chunk's features). S
+// is then a new tensor, else it is updated in place.
 at::Tensor extend_aten_sums(const AttentionDims& s, const at::Tensor& q,
                        const at::Tensor& k, const at::Tensor& v, const LayerKernels& lk,
                        HdState& state, const HdOptions& options) {
@@ -90,12 +91,10 @@ at::Tensor extend_aten_sums(const AttentionDims& s, const at::Tensor& q,
   const bool recording = records_grad(q) || records_grad(k) || records_grad(v) ||
                          records_grad(lk.L) || records_grad(state.S);
   at::Tensor ut;
-  if (recording) {
+  if (recording && q.device().is_cpu() && options.backend != HdBackend::aten) {
     // The forward on the prefill kernel when it could run without autograd.
     std::shared_ptr<const simd::OalPlan> plan;
-    if (ct == at::kFloat && q.device().is_cpu() && state.S.scalar_type() == at::kFloat &&
-        options.backend != HdBackend::aten)
-      plan = plan_for(lk, options);
+    if (ct == at::kFloat && state.S.scalar_type() == at::kFloat) plan = plan_for(lk, options);
     TrainSums out = chunked_sums_train(q.to(ct), k.to(ct), v.to(ct), lk, state.S,
                                        state.tokens == 0, options.chunk, plan.get());
     ut = out.ut;

@@ -39,8 +39,9 @@ namespace oal::attn {
 
 // Which implementation hd_chunked / hd_extend use. `automatic` runs the CPU kernels
 // (src/oal/simd: chunked prefill; a fused step for HdDecodeState's single tokens)
-// whenever hd_simd_blocker() allows, else the ATen code of this module; `aten` forces
-// the differentiable ATen implementation.
+// whenever hd_simd_blocker() allows, else the ATen code of this module (under autograd
+// on the CPU: the linear-time training form, chunked_train.h); `aten` forces the ATen
+// chunk loop, differentiable by plain autograd (every chunk's features kept).
 enum class HdBackend { automatic, aten };
 
 // Where the chunked training form overtakes the pairwise kernel (measured: docs/adapt.md).

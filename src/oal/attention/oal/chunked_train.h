@@ -1,7 +1,7 @@
 #pragma once
 // Internal to src/oal/attention/oal: the linear-time training form of the chunked HD
-// evaluation (chunked_attention.h), which hd_extend / hd_extend_parts use whenever
-// autograd records through q, k, v, L or the state.
+// evaluation (chunked_attention.h), which hd_extend / hd_extend_parts use on the CPU
+// whenever autograd records through q, k, v, L or the state.
 //
 // One autograd function: its graph keeps q, k, v, L and the initial state only, not the
 // per-chunk features and states that autograd of the chunk loop would save (2145 x 65

@@ -1,5 +1,7 @@
 #include "oal/attention/oal/feature_map.h"
 
+#include <c10/core/GradMode.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -94,6 +96,9 @@ at::Tensor state_update(const at::Tensor& kb, const at::Tensor& ub) {
 at::Tensor chunked_sums(const at::Tensor& qc, const at::Tensor& kc, const at::Tensor& uc,
                         const Prepared& p, double eps, at::Tensor& S, bool state_empty,
                         int64_t chunk) {
+  const bool recording = c10::GradMode::is_enabled() &&
+                         (qc.requires_grad() || kc.requires_grad() || uc.requires_grad() ||
+                          S.requires_grad() || p.phi_a.requires_grad());
   std::vector<at::Tensor> outs;
   for (int64_t cs = 0; cs < qc.size(2); cs += chunk) {
     const int64_t tc = std::min(chunk, qc.size(2) - cs);
@@ -101,7 +106,8 @@ at::Tensor chunked_sums(const at::Tensor& qc, const at::Tensor& kc, const at::Te
     at::Tensor ut = intra_chunk_sums(qb, kb, ub, p, eps);
     // Inter-chunk: phiQ(q) · S_prev, the state of everything before this chunk.
     if (!state_empty) ut = ut + state_reads(qb, p, S);
-    S.add_(state_update(kb, ub));
+    const at::Tensor update = state_update(kb, ub);
+    S = recording ? S + update : S.add_(update);
     state_empty = false;
     outs.push_back(ut);
   }

@@ -39,10 +39,12 @@ at::Tensor state_reads(const at::Tensor& qb, const Prepared& p, const at::Tensor
 // What a chunk adds to the state: phiK(k)ᵀ u.  kb [B, Hkv, tc, d], ub [B, Hkv, tc, Dv+1]
 // -> [B, Hkv, Df, Dv+1].
 at::Tensor state_update(const at::Tensor& kb, const at::Tensor& ub);
-// The chunked evaluation without autograd: ũ [B, Hkv, G, T, Dv+1] of qc [B, Hq, T, d],
-// kc [B, Hkv, T, d], uc [B, Hkv, T, Dv+1] (compute dtype) after the state S
-// [B, Hkv, Df, Dv+1], which is updated in place; `state_empty` (S == 0) skips the first
-// chunk's reads.
+// The chunked evaluation: ũ [B, Hkv, G, T, Dv+1] of qc [B, Hq, T, d], kc [B, Hkv, T, d],
+// uc [B, Hkv, T, Dv+1] (compute dtype) after the state S [B, Hkv, Df, Dv+1], which is
+// updated in place, or replaced by a new tensor when autograd records through the
+// inputs (then the loop is differentiable: what the linear-time training form,
+// chunked_train.h, replaces on the CPU); `state_empty` (S == 0) skips the first chunk's
+// reads.
 at::Tensor chunked_sums(const at::Tensor& qc, const at::Tensor& kc, const at::Tensor& uc,
                         const Prepared& p, double eps, at::Tensor& S, bool state_empty,
                         int64_t chunk);
