@@ -39,14 +39,14 @@ at::Tensor state_of(const at::Tensor& k, const at::Tensor& v) {
 
 // Whether y's autograd graph holds a node whose name contains `name`.
 bool graph_has(const at::Tensor& y, const std::string& name) {
-  std::vector<torch::autograd::Node*> todo{y.grad_fn().get()};
+  std::vector<torch::autograd::Node*> pending{y.grad_fn().get()};
   std::set<torch::autograd::Node*> seen;
-  while (!todo.empty()) {
-    torch::autograd::Node* n = todo.back();
-    todo.pop_back();
+  while (!pending.empty()) {
+    torch::autograd::Node* n = pending.back();
+    pending.pop_back();
     if (n == nullptr || !seen.insert(n).second) continue;
     if (n->name().find(name) != std::string::npos) return true;
-    for (const auto& e : n->next_edges()) todo.push_back(e.function.get());
+    for (const auto& e : n->next_edges()) pending.push_back(e.function.get());
   }
   return false;
 }
