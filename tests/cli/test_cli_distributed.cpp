@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -33,11 +35,19 @@ std::string calibrate_args(const Data& d, const fs::path& out, const std::string
          "--ctx 128 --max-updates 20 --val-every 10 --quiet --out '" + out.string() + "' " + extra;
 }
 
-void expect_same_run(const fs::path& a, const fs::path& b) {
-  for (const char* f : {"kernels-global.json", "baselines.safetensors", "calibration.json"}) {
-    ASSERT_TRUE(fs::exists(a / f) && fs::exists(b / f)) << f;
-    EXPECT_TRUE(read_file(a / f) == read_file(b / f)) << f << " differs between " << a << " and " << b;
-  }
+// The same files in both runs, byte for byte (`expected` must be among them).
+void expect_same_run(const fs::path& a, const fs::path& b,
+                     const std::vector<std::string>& expected = {"kernels-global.json",
+                                                                 "baselines.safetensors",
+                                                                 "calibration.json"}) {
+  std::set<std::string> in_a, in_b;
+  for (const auto& e : fs::directory_iterator(a)) in_a.insert(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(b)) in_b.insert(e.path().filename().string());
+  EXPECT_EQ(in_a, in_b) << a << " and " << b << " hold different files";
+  for (const std::string& f : expected) EXPECT_TRUE(in_a.count(f)) << f << " missing in " << a;
+  for (const std::string& f : in_a)
+    if (in_b.count(f))
+      EXPECT_TRUE(read_file(a / f) == read_file(b / f)) << f << " differs between " << a << " and " << b;
 }
 
 TEST(CliDistributed, TwoRanksAndTwoShardsWriteTheSameRunAsOneProcess) {
@@ -67,6 +77,32 @@ TEST(CliDistributed, TwoRanksAndTwoShardsWriteTheSameRunAsOneProcess) {
               dir);
   ASSERT_EQ(r.status, 0) << r.err;
   expect_same_run(dir / "one", dir / "merged");
+  fs::remove_all(dir);
+}
+
+TEST(CliDistributed, WindowedShardsMergeToTheSameRunAsOneProcess) {
+  // A windowed run also stores each layer's c_h (window.safetensors): a merge that
+  // dropped it left a run that `oal convert` and `oal finetune --calib` refuse.
+  const auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
+  const auto text = OAL_REQUIRE_SHARED_FILE("tinystories-dev.txt");
+  const Data d{model, text};
+  const fs::path dir = temp_dir("dist-window");
+  const std::string windowed = "--sinks 2 --window 16";
+  auto r = run_oal(calibrate_args(d, dir / "one", windowed), dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (int i = 0; i < 2; ++i) {
+    r = run_oal(calibrate_args(d, dir / ("s" + std::to_string(i)),
+                               windowed + " --shard " + std::to_string(i) + "/2"),
+                dir);
+    ASSERT_EQ(r.status, 0) << r.err;
+  }
+  r = run_oal("merge-calibration '" + (dir / "s0").string() + "' '" + (dir / "s1").string() +
+                  "' --out '" + (dir / "merged").string() + "'",
+              dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  expect_same_run(dir / "one", dir / "merged",
+                  {"kernels-global.json", "baselines.safetensors", "window.safetensors",
+                   "calibration.json"});
   fs::remove_all(dir);
 }
 

@@ -95,7 +95,10 @@ void merge_runs(const std::vector<fs::path>& dirs, const fs::path& out) {
   std::map<int64_t, nlohmann::json> layer_json;
   std::vector<std::pair<int64_t, nlohmann::json>> fits;  // (layer, entry)
   attn::ModelKernels oal, global;
-  std::map<std::string, at::Tensor> baselines;
+  // The parameter files, by name: the feature baselines' tensors and the windowed
+  // layers' c_h, each tensor named by its layer.
+  std::map<std::string, std::map<std::string, at::Tensor>> tensor_files{
+      {"baselines.safetensors", {}}, {"window.safetensors", {}}};
   for (const auto& p : parts) {
     for (const auto& lj : p.meta["layers"]) {
       const int64_t l = layer_of(lj, p, "layers");
@@ -115,9 +118,10 @@ void merge_runs(const std::vector<fs::path>& dirs, const fs::path& out) {
     };
     merge_kernels("kernels-oal.json", oal);
     merge_kernels("kernels-global.json", global);
-    if (fs::exists(p.dir / "baselines.safetensors"))
-      for (auto& [name, t] : io::read_safetensors(p.dir / "baselines.safetensors").tensors)
-        baselines[name] = t.clone();  // the file's mapping ends with this scope
+    for (auto& [file, merged] : tensor_files)
+      if (fs::exists(p.dir / file))
+        for (auto& [name, t] : io::read_safetensors(p.dir / file).tensors)
+          merged[name] = t.clone();  // the file's mapping ends with this scope
   }
   check(layer_json.size() == all_layers.size(), k_op, "the shards hold {} layers, the run has {}",
         layer_json.size(), all_layers.size());
@@ -153,7 +157,8 @@ void merge_runs(const std::vector<fs::path>& dirs, const fs::path& out) {
         ec.message());
   if (!oal.layers.empty()) attn::write_kernels(out / "kernels-oal.json", oal);
   if (!global.layers.empty()) attn::write_kernels(out / "kernels-global.json", global);
-  if (!baselines.empty()) io::write_safetensors(out / "baselines.safetensors", baselines);
+  for (const auto& [file, merged] : tensor_files)
+    if (!merged.empty()) io::write_safetensors(out / file, merged);
   io::write_file_atomic(out / "calibration.json", meta.dump(2) + "\n");
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // Combining the partial runs of `oal calibrate --shard i/n` (for schedulers without a
 // network between jobs, e.g. Slurm arrays) into the run directory one process would have
-// written: the same kernel JSON, baselines and calibration.json bytes.
+// written: the same kernel JSON, baselines, windows' c_h and calibration.json bytes.
 #include <filesystem>
 #include <vector>
 
