@@ -29,6 +29,15 @@ Scenarios (--scenario, several may be given; results as one JSON object on stdou
               llamacpp:prompt_tokens_total with --metrics) and peak RSS. Every answer is
               greedy; their texts are returned (sha256 of the joined texts) so that a run
               with sharing can be checked against one without.
+  faults      what a hostile or broken client does, one after the other, the server's RSS
+              read warmed (after one request), at the peak and after: --idle-connections
+              TCP connections opened and left idle (this process raises its open-file
+              limit to the hard one), with /health asked five times while they are open
+              (status and latency: a bounded server answers 200, or 503 at once, never
+              hangs) and the seconds until it answers 200 after they close; a client
+              sending its request one byte a second (how long the server holds it, and
+              its answer: 408 after --request-timeout); a 100 MB body (the status, and
+              how much the server read before answering). /metrics' refused connections.
   memory      for each N in --contexts: one conversation of N - 1 prompt tokens and one
               generated token (N positions), then the saved conversation's state bytes
               from /metrics (oal serve only).
@@ -477,6 +486,101 @@ def shared_prefix(srv, a):
             "answers_sha256": hashlib.sha256(joined.encode()).hexdigest()}
 
 
+def faults(srv, a):
+    import resource
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    warm = {"model": "m", "prompt": "Once upon a time", "max_tokens": 8, "temperature": 0}
+    srv.request("POST", "/v1/completions", json.dumps(warm))
+    rss_warm, m0 = rss_bytes(srv.pid), srv.metrics()
+    peak = [rss_warm or 0]
+
+    def health():
+        t0 = time.perf_counter()
+        try:
+            status, _ = srv.request("GET", "/health", timeout=30)
+        except OSError as e:
+            status = type(e).__name__
+        peak[0] = max(peak[0], rss_bytes(srv.pid) or 0)
+        return {"status": status, "ms": round(1e3 * (time.perf_counter() - t0), 1)}
+
+    socks, failed = [], 0
+    t0 = time.perf_counter()
+    for _ in range(a.idle_connections):
+        try:
+            socks.append(socket.create_connection((srv.host, srv.port), timeout=5))
+        except OSError:
+            failed += 1
+    opened_s = time.perf_counter() - t0
+    during = [health() for _ in range(5)]
+    for sk in socks:
+        sk.close()
+    t0 = time.perf_counter()
+    while health()["status"] != 200 and time.perf_counter() - t0 < 120:
+        time.sleep(0.1)
+    back_s = time.perf_counter() - t0
+    m1 = srv.metrics()
+    idle = {"connections": a.idle_connections, "connect_failed": failed,
+            "open_s": round(opened_s, 2), "health_while_open": during,
+            "health_200_after_close_s": round(back_s, 2),
+            "refused": m1.get("oal_connections_refused_total", 0) - m0.get("oal_connections_refused_total", 0),
+            "evicted": m1.get("oal_connections_evicted_total", 0) - m0.get("oal_connections_evicted_total", 0)}
+    print(f"serve_load: faults idle: {idle}", file=sys.stderr)
+
+    request = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               b"Content-Length: 60\r\n\r\n" + b'{"model": "m", "prompt": "Once", "max_tokens": 4}'.ljust(60))
+    sk = socket.create_connection((srv.host, srv.port), timeout=5)
+    t0, sent, answer = time.perf_counter(), 0, b""
+    for byte in request:
+        try:
+            sk.sendall(bytes([byte]))
+            sent += 1
+        except OSError:
+            break
+        time.sleep(1.0)
+        if select_readable(sk):
+            break
+    sk.settimeout(10)
+    try:
+        while chunk := sk.recv(4096):
+            answer += chunk
+    except OSError:
+        pass
+    sk.close()
+    slow = {"bytes_sent": sent, "held_s": round(time.perf_counter() - t0, 1),
+            "answer": answer.split(b"\r\n", 1)[0].decode(errors="replace")}
+    print(f"serve_load: faults slow client: {slow}", file=sys.stderr)
+
+    size, piece = 100 << 20, b"x" * (1 << 20)
+    sk = socket.create_connection((srv.host, srv.port), timeout=30)
+    sk.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               + f"Authorization: Bearer {srv.key}\r\nContent-Length: {size}\r\n\r\n".encode())
+    t0, sent, answer = time.perf_counter(), 0, b""
+    while sent < size and not select_readable(sk):
+        try:
+            sk.sendall(piece)
+            sent += len(piece)
+        except OSError:
+            break
+    try:
+        while chunk := sk.recv(4096):
+            answer += chunk
+    except OSError:
+        pass
+    sk.close()
+    peak[0] = max(peak[0], rss_bytes(srv.pid) or 0)
+    big = {"body_bytes": size, "sent_before_answer": sent, "seconds": round(time.perf_counter() - t0, 2),
+           "answer": answer.split(b"\r\n", 1)[0].decode(errors="replace")}
+    print(f"serve_load: faults 100 MB body: {big}", file=sys.stderr)
+    return {"idle": idle, "slow_client": slow, "big_body": big, "rss_warm": rss_warm,
+            "rss_peak": peak[0], "rss_after": rss_bytes(srv.pid), "alive": srv.alive()}
+
+
+def select_readable(sk):
+    import select
+    return bool(select.select([sk], [], [], 0)[0])
+
+
 def ints(s):
     return [int(x) for x in s.split(",") if x]
 
@@ -495,7 +599,7 @@ def main():
     ap.add_argument("--pid", type=int, help="its process id, for RSS")
     ap.add_argument("--api-key", default="load-key")
     ap.add_argument("--scenario", action="append",
-                    choices=["throughput", "mixed", "memory", "shared-prefix"])
+                    choices=["throughput", "mixed", "memory", "shared-prefix", "faults"])
     ap.add_argument("--concurrency", type=ints, default=[1, 4, 16])
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--repeat-prompts", action="store_true",
@@ -511,6 +615,7 @@ def main():
     ap.add_argument("--contexts", type=ints, default=[1024, 8192])
     ap.add_argument("--prefix-tokens", type=int, default=2048, help="shared-prefix: the system prompt")
     ap.add_argument("--conversations", type=int, default=1000, help="shared-prefix: conversations")
+    ap.add_argument("--idle-connections", type=int, default=10000, help="faults: idle connections")
     ap.add_argument("--json", action="store_true", help="(output is always JSON on stdout)")
     a = ap.parse_args(argv)
     a.serve_args = serve_args
@@ -524,7 +629,7 @@ def main():
     try:
         for s in a.scenario or ["throughput"]:
             out[s] = {"throughput": throughput, "mixed": mixed, "memory": memory,
-                      "shared-prefix": shared_prefix}[s](srv, a)
+                      "shared-prefix": shared_prefix, "faults": faults}[s](srv, a)
         out["server_alive_at_end"] = srv.alive()
     finally:
         srv.stop()

@@ -12,6 +12,8 @@ the client cannot send:
   * bad input: malformed JSON, wrong types, unknown model, empty prompt, absurd
     max_tokens, unknown route, oversized body, wrong API key -> OpenAI-shaped errors
     with their 4xx status; a client that disconnects mid-stream leaves no sequence behind;
+  * bounded connections: idle connections hold no HTTP thread; a request beyond
+    --http-threads + --http-queue gets 503 at once, one slower than --request-timeout 408;
   * saved conversations: a follow-up continues from the saved states (cached_tokens), a
     server restarted on its --state-dir resumes a conversation with the identical greedy
     continuation, and a corrupt state file is refused (the conversation restarts);
@@ -130,6 +132,7 @@ def main():
             stop_server(proc, tmp)
         conversation_checks(tmp)
         moving_checks(tmp)
+        connection_checks(tmp)
         smollm2_checks(tmp)
     print("OK")
 
@@ -256,6 +259,45 @@ def moving_checks(tmp):
         for proc, log in ((a, "fleet-a.log"), (b, "fleet-b.log"), (c, "copied.log")):
             if proc:
                 stop_server(proc, tmp, log)
+
+
+def connection_checks(tmp):
+    """Bounded connections, with 2 HTTP threads, a queue of 1 and --request-timeout 2:
+    50 idle connections hold no thread (/health answers 200 beside them); three requests
+    that stall half-way through their first line hold both threads and the queue, so a
+    fourth request is answered 503 server_busy at once, not queued behind them; the
+    stalled ones get 408 after 2 s, and /health answers 200 again. /metrics counts the
+    refusal."""
+    proc, port = start_server(tmp, ["--http-threads", "2", "--http-queue", "1",
+                                    "--request-timeout", "2"], "connections.log")
+    try:
+        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(50)]
+        status, _ = raw(port, "GET", "/health")
+        assert status == 200, f"/health beside 50 idle connections: {status}"
+        stalled = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+        for s in stalled:
+            s.sendall(b"GET /hea")
+        time.sleep(0.3)  # read by the two threads, one waiting
+        t0 = time.monotonic()
+        status, j = raw(port, "GET", "/health")
+        assert status == 503 and j["error"]["code"] == "server_busy", (status, j)
+        assert "--http-queue" in j["error"]["message"], j
+        assert time.monotonic() - t0 < 1.5, "the refusal waited for a thread"
+        for s in stalled:
+            s.settimeout(10)
+            answer = b""
+            while chunk := s.recv(4096):
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 408") and b"request_timeout" in answer, answer
+            s.close()
+        status, _ = raw(port, "GET", "/health")
+        assert status == 200, f"/health after the stalled requests: {status}"
+        status, metrics = raw(port, "GET", "/metrics")
+        assert "oal_connections_refused_total 1" in metrics, metrics
+        for s in idle:
+            s.close()
+    finally:
+        stop_server(proc, tmp, "connections.log")
 
 
 def run_checks(port):

@@ -160,6 +160,16 @@ oal::cli::Registrar reg{
                      "Connections served at once (each streaming response holds one)")
           ->capture_default_str()
           ->check(CLI::Range(2, 4096));
+      app.add_option("--http-queue", a->server.http_queue,
+                     "Accepted connections waiting for an HTTP thread; one more is answered 503 "
+                     "(server_busy) at once")
+          ->capture_default_str()
+          ->check(CLI::Range(0, 1 << 16));
+      app.add_option("--request-timeout", a->server.request_timeout_s,
+                     "Seconds to receive one whole request (line, headers, body); slower clients "
+                     "get 408 or 400 and are disconnected")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 3600));
       app.add_option("--max-state-memory", a->engine.store.max_state_memory,
                      "Bytes for the states of active sequences and saved conversations (e.g. 2GB); "
                      "beyond it the least recently used saved conversation goes to --state-dir, "
@@ -176,8 +186,9 @@ oal::cli::Registrar reg{
           "Limits: a request's prompt + max_tokens must fit the model's context "
           "(max_position_embeddings, printed at start; beyond: 400); --max-sequences run at "
           "once and --max-queued wait (beyond: 503); bodies above --max-body get 413; "
-          "--http-threads connections are served at once (more wait to be accepted); an idle "
-          "keep-alive connection closes after 2 s; states beyond --max-state-memory move to "
+          "--http-threads connections are served at once and --http-queue wait (beyond: 503 at "
+          "once); a request must arrive within --request-timeout (else 408); an idle "
+          "keep-alive connection closes after 2 s, a connection after 100 requests; states beyond --max-state-memory move to "
           "--state-dir, least recently used first.");
       return [a] { run(*a); };
     }};

@@ -11,6 +11,8 @@
 #include "oal/core/error.h"
 #include "oal/serve/api_error.h"
 #include "oal/serve/chat_page.h"
+#include "oal/serve/http_connection.h"
+#include "oal/serve/http_listener.h"
 
 namespace oal::serve {
 namespace {
@@ -48,6 +50,37 @@ std::string slot_metrics(const std::vector<SlotStats>& slots) {
   return out;
 }
 
+// A whole HTTP response written by the listener or the connection loop themselves (a
+// connection refused, a request too slow), outside httplib's response writer.
+std::string raw_response(const ApiError& e, const char* reason) {
+  const std::string body = dump_json(e.body());
+  return fmt::format(
+      "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n"
+      "Connection: close\r\n{}\r\n{}",
+      e.status(), reason, body.size(), e.status() == 503 ? "Retry-After: 1\r\n" : "", body);
+}
+
+// For a connection with a request beyond --http-threads + --http-queue.
+std::string busy_response(const ServerOptions& o) {
+  return raw_response(
+      ApiError(503, "server_error", "",
+               fmt::format("the server is busy: {} requests are being served and {} wait "
+                           "(--http-threads, --http-queue); retry later",
+                           o.http_threads, o.http_queue),
+               "server_busy"),
+      "Service Unavailable");
+}
+
+// For a request whose first line did not arrive within --request-timeout.
+std::string timeout_response(const ServerOptions& o) {
+  return raw_response(
+      ApiError(408, "invalid_request_error", "",
+               fmt::format("the request did not arrive within {} s (--request-timeout)",
+                           o.request_timeout_s),
+               "request_timeout"),
+      "Request Timeout");
+}
+
 ApiError generation_failed(const std::string& why) {
   return ApiError(500, "server_error", "", "generation failed: " + why);
 }
@@ -58,35 +91,44 @@ Server::Server(Engine& engine, const text::Tokenizer& tokenizer, ChatFormat chat
                std::vector<int32_t> stop_tokens, ServerOptions options)
     : engine_(engine), tokenizer_(tokenizer), chat_(std::move(chat)),
       stop_tokens_(std::move(stop_tokens)), options_(std::move(options)),
-      http_(std::make_unique<httplib::Server>()) {
+      http_(std::make_unique<RoutedHttp>()) {
   chat_stop_tokens_ = stop_tokens_;
   if (!chat_.end_of_turn().empty())
     if (auto id = tokenizer_.token_id(chat_.end_of_turn())) chat_stop_tokens_.push_back(*id);
-  const int threads = options_.http_threads;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  check(options_.request_timeout_s >= 1, "serve", "the request timeout must be at least 1 s, got {}",
+        options_.request_timeout_s);
   http_->set_payload_max_length(options_.max_body_bytes);
-  // Short: stop() waits for idle keep-alive connections to time out.
-  http_->set_keep_alive_timeout(2);
+  ConnectionLimits limits;
+  limits.request_deadline = std::chrono::seconds(options_.request_timeout_s);
+  ListenerOptions lo;
+  lo.host = options_.host;
+  lo.port = options_.port;
+  lo.workers = options_.http_threads;
+  lo.max_waiting = options_.http_queue;
+  // What httplib's responses announce in their Keep-Alive header.
+  http_->set_keep_alive_timeout(lo.keep_alive.count() / 1000);
+  http_->set_keep_alive_max_count(static_cast<size_t>(limits.max_requests));
+  listener_ = std::make_unique<HttpListener>(
+      lo,
+      [this, limits, slow = timeout_response(options_)](int fd, int& requests) {
+        return http_->serve_connection(fd, requests, limits, listener_->stopping(), slow);
+      },
+      busy_response(options_));
   routes();
 }
 
 Server::~Server() = default;
 
 void Server::bind() {
-  if (options_.port == 0) {
-    port_ = http_->bind_to_any_port(options_.host);
-    check(port_ > 0, "serve", "could not bind {} to any port", options_.host);
-  } else {
-    check(http_->bind_to_port(options_.host, options_.port), "serve",
-          "could not listen on {}:{} (in use, or not an address of this machine); pick another "
-          "--port or --host",
-          options_.host, options_.port);
-    port_ = options_.port;
-  }
+  listener_->bind();
+  port_ = listener_->port();
 }
 
-void Server::run() { http_->listen_after_bind(); }
-void Server::stop() { http_->stop(); }
+void Server::run() { listener_->run(); }
+void Server::stop() {
+  http_->shut_down();
+  listener_->stop();
+}
 
 void Server::count(const std::string& route, int status) {
   std::lock_guard<std::mutex> lock(counts_mutex_);
@@ -133,6 +175,18 @@ std::string Server::metrics_text() const {
   metric("oal_sample_seconds_total", "counter",
          "Of those, seconds spent picking tokens, detokenizing and queueing their text.",
          s.sample_seconds);
+  const ListenerStats l = listener_->stats();
+  metric("oal_connections_idle", "gauge", "Open connections with no request pending.", l.idle);
+  metric("oal_connections_serving", "gauge", "Connections whose request a thread serves.",
+         l.serving);
+  metric("oal_connections_waiting", "gauge", "Connections with a request waiting for a thread.",
+         l.waiting);
+  metric("oal_connections_accepted_total", "counter", "Connections accepted.", l.accepted);
+  metric("oal_connections_refused_total", "counter",
+         "Requests answered 503 at once because --http-threads and --http-queue were full.",
+         l.refused);
+  metric("oal_connections_evicted_total", "counter",
+         "Idle connections closed to make room for new ones (more than 512 open).", l.evicted);
   const StoreStats& c = s.conversations;
   metric("oal_conversations_in_memory", "gauge", "Saved conversations held in memory.",
          c.in_memory);
@@ -257,6 +311,9 @@ void Server::http_error(const httplib::Request& req, httplib::Response& res) {
                               "page), /health, /metrics",
                               req.method, req.path)
       : st == 413 ? fmt::format("the request body is larger than {} bytes", options_.max_body_bytes)
+      : st == 400 ? fmt::format("the request could not be read: malformed HTTP, or its headers "
+                                "and body did not arrive within {} s (--request-timeout)",
+                                options_.request_timeout_s)
                   : fmt::format("HTTP error {}", st);
   send_error(res, ApiError(st, "invalid_request_error", "", msg));
   // Arbitrary paths would make unbounded metric labels.

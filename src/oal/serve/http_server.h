@@ -6,7 +6,9 @@
 //   GET  /  the chat page (chat_page.h), which uses the routes above
 // Every error is answered as OpenAI's {"error": {...}} JSON with its status; requests
 // above max_body_bytes get 413. With an api_key, /v1/*, /tokenize and /detokenize need
-// "Authorization: Bearer KEY".
+// "Authorization: Bearer KEY". Connections are accepted by http_listener.h (at most
+// http_threads served and http_queue waiting; one more gets 503 at once) and read by
+// http_connection.h (a request must arrive whole within request_timeout_s, else 408).
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -22,12 +24,14 @@
 #include "oal/serve/openai_response.h"
 
 namespace httplib {
-class Server;
 struct Request;
 struct Response;
 }  // namespace httplib
 
 namespace oal::serve {
+
+class HttpListener;
+class RoutedHttp;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -36,6 +40,8 @@ struct ServerOptions {
   std::string model_name;        // the id /v1/models lists and requests may name
   size_t max_body_bytes = 1 << 20;
   int http_threads = 64;         // connections served at once (streams hold one each)
+  int http_queue = 64;           // accepted connections waiting for a thread; beyond: 503
+  int request_timeout_s = 30;    // to read one whole request (line, headers, body); then 408
   RequestLimits limits;
 };
 
@@ -99,7 +105,8 @@ class Server {
   std::vector<int32_t> stop_tokens_;
   std::vector<int32_t> chat_stop_tokens_;
   ServerOptions options_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<RoutedHttp> http_;          // routes and request handling
+  std::unique_ptr<HttpListener> listener_;   // accepts connections for http_
   int port_ = 0;
   std::atomic<int64_t> next_id_{1};
   mutable std::mutex counts_mutex_;

@@ -1,0 +1,143 @@
+// Requests served through httplib's parser and routes with our deadlines
+// (serve/http_connection.h), behind the listener, over loopback sockets: several requests
+// on one connection (one after the other, and pipelined) and no more than max_requests, a
+// chunked answer streamed whole, a request line too slow answered 408, headers or a body
+// too slow answered 400, a stop seen while a connection is idle. The limits are a few
+// hundred ms so the tests stay short; each wait below is an upper bound with room for a
+// loaded machine, not a measurement.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "oal/serve/http_connection.h"
+#include "oal/serve/http_listener.h"
+#include "raw_socket.h"
+
+using namespace oal;
+using namespace std::chrono_literals;
+using test::RawSocket;
+
+namespace {
+
+const std::string k_timeout = "HTTP/1.1 408 Request Timeout\r\nContent-Length: 4\r\n\r\nslow";
+
+struct Served {
+  serve::RoutedHttp http;
+  serve::ConnectionLimits limits;
+  std::unique_ptr<serve::HttpListener> listener;
+  std::thread thread;
+
+  explicit Served(std::chrono::milliseconds keep_alive = 300ms) {
+    limits.read_timeout = 1000ms;
+    limits.write_timeout = 1000ms;
+    limits.request_deadline = 400ms;
+    limits.max_requests = 2;
+    http.Get("/hello", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("hi", "text/plain");
+    });
+    http.Post("/echo", [](const httplib::Request& req, httplib::Response& res) {
+      res.set_content(req.body, "text/plain");
+    });
+    http.Get("/stream", [](const httplib::Request&, httplib::Response& res) {
+      auto left = std::make_shared<int>(3);
+      res.set_chunked_content_provider("text/plain", [left](size_t, httplib::DataSink& sink) {
+        const std::string piece = "piece" + std::to_string(*left);
+        if (!sink.write(piece.data(), piece.size())) return false;
+        if (--*left == 0) sink.done();
+        return true;
+      });
+    });
+    serve::ListenerOptions o;
+    o.port = 0;
+    o.workers = 2;
+    o.keep_alive = keep_alive;
+    listener = std::make_unique<serve::HttpListener>(
+        o,
+        [this](int fd, int& requests) {
+          return http.serve_connection(fd, requests, limits, listener->stopping(), k_timeout);
+        },
+        "BUSY");
+    listener->bind();
+    thread = std::thread([this] { listener->run(); });
+  }
+  ~Served() {
+    listener->stop();
+    thread.join();
+  }
+  int port() const { return listener->port(); }
+};
+
+const std::string k_get_hello = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+
+int count_of(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST(HttpConnection, ServesRequestsOnOneConnectionUpToMaxRequests) {
+  Served s;
+  RawSocket c(s.port());
+  ASSERT_TRUE(c.send(k_get_hello));
+  const std::string first = c.read(3000ms, "\r\n\r\nhi");
+  EXPECT_EQ(first.rfind("HTTP/1.1 200", 0), 0u) << first;
+  ASSERT_TRUE(c.send(k_get_hello));  // the same connection, kept alive
+  bool closed = false;
+  const std::string second = c.read(3000ms, {}, &closed);
+  EXPECT_EQ(count_of(second, "HTTP/1.1 200"), 1) << second;
+  EXPECT_TRUE(closed);  // max_requests = 2 answered: the server closes
+}
+
+TEST(HttpConnection, PipelinedRequestsAreBothAnswered) {
+  Served s;
+  RawSocket c(s.port());
+  ASSERT_TRUE(c.send(k_get_hello + k_get_hello));  // the second sits in the read buffer
+  EXPECT_EQ(count_of(c.read(3000ms), "\r\n\r\nhi"), 2);
+}
+
+TEST(HttpConnection, ChunkedAnswerStreamsWhole) {
+  Served s;
+  RawSocket c(s.port());
+  ASSERT_TRUE(c.send("GET /stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  const std::string r = c.read(3000ms);
+  for (const char* piece : {"piece3", "piece2", "piece1"})
+    EXPECT_NE(r.find(piece), std::string::npos) << r;
+  EXPECT_NE(r.find("\r\n0\r\n\r\n"), std::string::npos) << "no last chunk: " << r;
+}
+
+TEST(HttpConnection, SlowRequestLineIsAnswered408) {
+  Served s;  // a request must arrive within 400 ms
+  RawSocket c(s.port());
+  ASSERT_TRUE(c.send("GET /hel"));
+  bool closed = false;
+  EXPECT_EQ(c.read(3000ms, {}, &closed), k_timeout);
+  EXPECT_TRUE(closed);
+}
+
+TEST(HttpConnection, SlowHeadersOrBodyAreAnswered400) {
+  Served s;
+  RawSocket h(s.port()), b(s.port());
+  ASSERT_TRUE(h.send("GET /hello HTTP/1.1\r\nHost: x\r\n"));  // headers not ended
+  ASSERT_TRUE(b.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789"));
+  for (RawSocket* c : {&h, &b}) {
+    bool closed = false;
+    const std::string r = c->read(3000ms, {}, &closed);
+    EXPECT_EQ(r.rfind("HTTP/1.1 400", 0), 0u) << r;
+    EXPECT_TRUE(closed);
+  }
+}
+
+TEST(HttpConnection, StopEndsAnIdleConnectionWithoutWaitingForKeepAlive) {
+  auto s = std::make_unique<Served>(/*keep_alive=*/60000ms);
+  RawSocket c(s->port());
+  ASSERT_TRUE(c.send(k_get_hello));
+  ASSERT_NE(c.read(3000ms, "\r\n\r\nhi").find("hi"), std::string::npos);
+  const auto t0 = std::chrono::steady_clock::now();
+  s.reset();  // stop(), then run() waits for the worker holding the idle connection
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  bool closed = false;
+  c.read(1000ms, {}, &closed);
+  EXPECT_TRUE(closed);
+}
