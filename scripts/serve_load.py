@@ -38,6 +38,16 @@ Scenarios (--scenario, several may be given; results as one JSON object on stdou
               sending its request one byte a second (how long the server holds it, and
               its answer: 408 after --request-timeout); a 100 MB body (the status, and
               how much the server read before answering). /metrics' refused connections.
+  kill9       --kills rounds over one state directory, each with its own `oal serve
+              --state-dir D --max-state-memory 0` (every conversation is written to D when
+              its request ends; needs --oal and --model, not --url): a conversation of
+              --prompt-tokens token ids, and kill -9: in even rounds at a random moment
+              of --kill-window LO,HI times one such request's time (measured first) from
+              its start (before, while or after its state file is written), in odd rounds
+              0-20 ms after the state's temporary file appears (mid-write);
+              then one more server on D continues every conversation: each must either
+              continue from its file (cached tokens > 0) or start afresh as if it had no
+              file, never fail, and no temporary file may be left. Counts each outcome.
   memory      for each N in --contexts: one conversation of N - 1 prompt tokens and one
               generated token (N positions), then the saved conversation's state bytes
               from /metrics (oal serve only).
@@ -84,7 +94,7 @@ def rss_bytes(pid):
 
 
 class Server:
-    def __init__(self, a):
+    def __init__(self, a, extra_args=()):
         self.proc, self.key, self.pid = None, a.api_key, a.pid
         if a.url:
             host, _, port = a.url.replace("http://", "").rstrip("/").partition(":")
@@ -94,7 +104,7 @@ class Server:
         self.tmp = tempfile.mkdtemp(prefix="serve_load_")
         port_file = Path(self.tmp) / "port"
         cmd = [a.oal, "serve", "--model", a.model, "--port", "0", "--port-file", str(port_file),
-               "--api-key", self.key, "--name", "m"] + a.serve_args
+               "--api-key", self.key, "--name", "m"] + a.serve_args + list(extra_args)
         self.log = open(Path(self.tmp) / "serve.log", "w")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         self.pid, self.host = self.proc.pid, "127.0.0.1"
@@ -576,6 +586,79 @@ def faults(srv, a):
             "rss_peak": peak[0], "rss_after": rss_bytes(srv.pid), "alive": srv.alive()}
 
 
+def kill9(srv, a):
+    # this scenario runs its own servers over one state directory (srv stays idle)
+    state_dir = Path(tempfile.mkdtemp(prefix="serve_kill9_"))
+    rng = random.Random(9)
+    prompts = [token_prompt(rng, a.prompt_tokens, *a.token_range) for _ in range(a.kills)]
+    flags = ["--state-dir", str(state_dir), "--max-state-memory", "0"]
+    # How long one such request takes on this machine, so that the kills land around its end.
+    s = Server(a, flags)
+    t0 = time.perf_counter()
+    s.request("POST", "/v1/completions", json.dumps(
+        {"model": "m", "prompt": token_prompt(rng, a.prompt_tokens, *a.token_range), "max_tokens": 1}))
+    t_answer = time.perf_counter() - t0
+    s.proc.kill()
+    s.proc.wait()
+    rounds = []
+    for i in range(a.kills):
+        s = Server(a, flags)
+        body = {"model": "m", "prompt": prompts[i], "max_tokens": 1, "temperature": 0,
+                "conversation_id": f"k{i}"}
+        answered = {}
+
+        def ask():
+            t0 = time.perf_counter()
+            try:
+                answered["status"], _ = s.request("POST", "/v1/completions", json.dumps(body))
+                answered["s"] = round(time.perf_counter() - t0, 3)
+            except OSError:
+                answered["status"] = "killed"
+        asker = threading.Thread(target=ask)
+        asker.start()
+        # Half the rounds: kill at a random moment around the request's end; the other
+        # half: as soon as the state's temporary file appears, plus up to 20 ms (mid-write).
+        t0 = time.perf_counter()
+        if i % 2 == 0:
+            time.sleep(rng.uniform(a.kill_window[0], a.kill_window[1]) * t_answer)
+        else:
+            pause = rng.uniform(0, 0.02)
+            while asker.is_alive() and not any(".tmp." in p.name for p in state_dir.iterdir()):
+                time.sleep(0.0005)
+            time.sleep(pause)
+        delay = time.perf_counter() - t0
+        s.proc.kill()
+        s.proc.wait()
+        asker.join()
+        status = answered.get("status"), answered.get("s")
+        temps = sorted(p.name for p in state_dir.iterdir() if ".tmp." in p.name)
+        rounds.append({"status": status[0], "answer_s": status[1], "killed_after_s": round(delay, 3),
+                       "file_present": (state_dir / f"k{i}.state").exists(), "temporaries": temps})
+    s = Server(a, flags)
+    left = sorted(p.name for p in state_dir.iterdir() if ".tmp." in p.name)
+    outcome = {"continued": 0, "fresh": 0, "failed": []}
+    for i in range(a.kills):
+        body = {"model": "m", "prompt": prompts[i] + [1000], "max_tokens": 1, "temperature": 0,
+                "conversation_id": f"k{i}"}
+        status, text = s.request("POST", "/v1/completions", json.dumps(body))
+        if status != 200:
+            outcome["failed"].append({"conversation": i, "status": status, "body": text[:200]})
+            continue
+        cached = (json.loads(text).get("usage", {}).get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+        outcome["continued" if cached else "fresh"] += 1
+    alive = s.alive()
+    s.stop()
+    out = {"kills": a.kills, "prompt_tokens": a.prompt_tokens, "request_s": round(t_answer, 3),
+           "kill_window": a.kill_window,
+           "answered_before_kill": sum(1 for r in rounds if r["status"] == 200),
+           "answer_s": [r["answer_s"] for r in rounds if r["answer_s"]],
+           "rounds_with_temporaries_left": sum(1 for r in rounds if r["temporaries"]),
+           "files_present_after_kill": sum(1 for r in rounds if r["file_present"]),
+           "temporaries_after_restart": left, **outcome, "server_alive": alive}
+    print(f"serve_load: kill9: {out}", file=sys.stderr)
+    return out
+
+
 def select_readable(sk):
     import select
     return bool(select.select([sk], [], [], 0)[0])
@@ -599,7 +682,7 @@ def main():
     ap.add_argument("--pid", type=int, help="its process id, for RSS")
     ap.add_argument("--api-key", default="load-key")
     ap.add_argument("--scenario", action="append",
-                    choices=["throughput", "mixed", "memory", "shared-prefix", "faults"])
+                    choices=["throughput", "mixed", "memory", "shared-prefix", "faults", "kill9"])
     ap.add_argument("--concurrency", type=ints, default=[1, 4, 16])
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--repeat-prompts", action="store_true",
@@ -616,6 +699,9 @@ def main():
     ap.add_argument("--prefix-tokens", type=int, default=2048, help="shared-prefix: the system prompt")
     ap.add_argument("--conversations", type=int, default=1000, help="shared-prefix: conversations")
     ap.add_argument("--idle-connections", type=int, default=10000, help="faults: idle connections")
+    ap.add_argument("--kills", type=int, default=20, help="kill9: rounds")
+    ap.add_argument("--kill-window", type=lambda v: [float(x) for x in v.split(",")], default=[0.7, 1.5],
+                    help="kill9: LO,HI: the kill lands at a uniform LO..HI times one request's time")
     ap.add_argument("--json", action="store_true", help="(output is always JSON on stdout)")
     a = ap.parse_args(argv)
     a.serve_args = serve_args
@@ -629,7 +715,7 @@ def main():
     try:
         for s in a.scenario or ["throughput"]:
             out[s] = {"throughput": throughput, "mixed": mixed, "memory": memory,
-                      "shared-prefix": shared_prefix, "faults": faults}[s](srv, a)
+                      "shared-prefix": shared_prefix, "faults": faults, "kill9": kill9}[s](srv, a)
         out["server_alive_at_end"] = srv.alive()
     finally:
         srv.stop()
