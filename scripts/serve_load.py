@@ -496,24 +496,21 @@ def shared_prefix(srv, a):
             "answers_sha256": hashlib.sha256(joined.encode()).hexdigest()}
 
 
-def faults(srv, a):
-    import resource
-    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    warm = {"model": "m", "prompt": "Once upon a time", "max_tokens": 8, "temperature": 0}
-    srv.request("POST", "/v1/completions", json.dumps(warm))
-    rss_warm, m0 = rss_bytes(srv.pid), srv.metrics()
-    peak = [rss_warm or 0]
+def status_line_to_end(sk):
+    """Reads a raw socket until the server closes it; its answer's status line."""
+    answer = b""
+    sk.settimeout(30)
+    try:
+        while chunk := sk.recv(4096):
+            answer += chunk
+    except OSError:
+        pass
+    sk.close()
+    return answer.split(b"\r\n", 1)[0].decode(errors="replace")
 
-    def health():
-        t0 = time.perf_counter()
-        try:
-            status, _ = srv.request("GET", "/health", timeout=30)
-        except OSError as e:
-            status = type(e).__name__
-        peak[0] = max(peak[0], rss_bytes(srv.pid) or 0)
-        return {"status": status, "ms": round(1e3 * (time.perf_counter() - t0), 1)}
 
+def idle_flood(srv, a, health):
+    m0 = srv.metrics()
     socks, failed = [], 0
     t0 = time.perf_counter()
     for _ in range(a.idle_connections):
@@ -530,17 +527,20 @@ def faults(srv, a):
         time.sleep(0.1)
     back_s = time.perf_counter() - t0
     m1 = srv.metrics()
-    idle = {"connections": a.idle_connections, "connect_failed": failed,
+    delta = lambda name: m1.get(name, 0) - m0.get(name, 0)
+    return {"connections": a.idle_connections, "connect_failed": failed,
             "open_s": round(opened_s, 2), "health_while_open": during,
             "health_200_after_close_s": round(back_s, 2),
-            "refused": m1.get("oal_connections_refused_total", 0) - m0.get("oal_connections_refused_total", 0),
-            "evicted": m1.get("oal_connections_evicted_total", 0) - m0.get("oal_connections_evicted_total", 0)}
-    print(f"serve_load: faults idle: {idle}", file=sys.stderr)
+            "refused": delta("oal_connections_refused_total"),
+            "evicted": delta("oal_connections_evicted_total")}
 
+
+def slow_client(srv):
+    """A request sent one byte a second until the server answers or closes."""
     request = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                b"Content-Length: 60\r\n\r\n" + b'{"model": "m", "prompt": "Once", "max_tokens": 4}'.ljust(60))
     sk = socket.create_connection((srv.host, srv.port), timeout=5)
-    t0, sent, answer = time.perf_counter(), 0, b""
+    t0, sent = time.perf_counter(), 0
     for byte in request:
         try:
             sk.sendall(bytes([byte]))
@@ -550,40 +550,54 @@ def faults(srv, a):
         time.sleep(1.0)
         if select_readable(sk):
             break
-    sk.settimeout(10)
-    try:
-        while chunk := sk.recv(4096):
-            answer += chunk
-    except OSError:
-        pass
-    sk.close()
-    slow = {"bytes_sent": sent, "held_s": round(time.perf_counter() - t0, 1),
-            "answer": answer.split(b"\r\n", 1)[0].decode(errors="replace")}
-    print(f"serve_load: faults slow client: {slow}", file=sys.stderr)
+    answer = status_line_to_end(sk)
+    return {"bytes_sent": sent, "held_s": round(time.perf_counter() - t0, 1), "answer": answer}
 
-    size, piece = 100 << 20, b"x" * (1 << 20)
+
+def big_body(srv, size=100 << 20):
+    """A body of `size` bytes sent in 1 MB pieces until the server answers."""
+    piece = b"x" * (1 << 20)
     sk = socket.create_connection((srv.host, srv.port), timeout=30)
     sk.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                + f"Authorization: Bearer {srv.key}\r\nContent-Length: {size}\r\n\r\n".encode())
-    t0, sent, answer = time.perf_counter(), 0, b""
+    t0, sent = time.perf_counter(), 0
     while sent < size and not select_readable(sk):
         try:
             sk.sendall(piece)
             sent += len(piece)
         except OSError:
             break
-    try:
-        while chunk := sk.recv(4096):
-            answer += chunk
-    except OSError:
-        pass
-    sk.close()
-    peak[0] = max(peak[0], rss_bytes(srv.pid) or 0)
-    big = {"body_bytes": size, "sent_before_answer": sent, "seconds": round(time.perf_counter() - t0, 2),
-           "answer": answer.split(b"\r\n", 1)[0].decode(errors="replace")}
-    print(f"serve_load: faults 100 MB body: {big}", file=sys.stderr)
-    return {"idle": idle, "slow_client": slow, "big_body": big, "rss_warm": rss_warm,
-            "rss_peak": peak[0], "rss_after": rss_bytes(srv.pid), "alive": srv.alive()}
+    answer = status_line_to_end(sk)
+    return {"body_bytes": size, "sent_before_answer": sent,
+            "seconds": round(time.perf_counter() - t0, 2), "answer": answer}
+
+
+def faults(srv, a):
+    import resource
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    warm = {"model": "m", "prompt": "Once upon a time", "max_tokens": 8, "temperature": 0}
+    srv.request("POST", "/v1/completions", json.dumps(warm))
+    rss_warm = rss_bytes(srv.pid)
+    peak = [rss_warm or 0]
+
+    def health():
+        t0 = time.perf_counter()
+        try:
+            status, _ = srv.request("GET", "/health", timeout=30)
+        except OSError as e:
+            status = type(e).__name__
+        peak[0] = max(peak[0], rss_bytes(srv.pid) or 0)
+        return {"status": status, "ms": round(1e3 * (time.perf_counter() - t0), 1)}
+
+    out = {}
+    for name, run in (("idle", lambda: idle_flood(srv, a, health)), ("slow_client", lambda: slow_client(srv)),
+                      ("big_body", lambda: big_body(srv))):
+        out[name] = run()
+        peak[0] = max(peak[0], rss_bytes(srv.pid) or 0)
+        print(f"serve_load: faults {name}: {out[name]}", file=sys.stderr)
+    return {**out, "rss_warm": rss_warm, "rss_peak": peak[0], "rss_after": rss_bytes(srv.pid),
+            "alive": srv.alive()}
 
 
 def kill9(srv, a):
