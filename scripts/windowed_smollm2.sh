@@ -45,6 +45,8 @@
 #            picks the windows, "64 256" unless set; LONG_LAYERS=0-29 fits and converts every
 #            layer instead, into calib-oal-all-... / conv-*-all-...; LONG_METHOD=global
 #            fits the learned global kernel instead, into calib-global-... / conv-global-...;
+#            SHARDS=n fits it as n `--shard i/n` parts merged afterwards, each kept when
+#            done, so that a stopped run resumes at its first unfinished part);
 #            heldout and balance take the oal models)
 #
 # Environment: OAL=build/release/oal OUT=runs/smollm2 LAYERS=5,15,25 UPDATES=1000
@@ -205,10 +207,23 @@ for step in $STEPS; do
     long)
       for W in $LONG_WINDOWS; do
         run="calib-$LONG_METHOD-$LONG_TAG-s4w$W-ctx4096"
-        [ -f "$OUT/$run/calibration.json" ] || timed "$run" "$OAL" calibrate --model "$M" --text "$T" \
-          --groups "$OUT/groups-all.json" --methods "$LONG_METHOD" --ctx 4096 --layers "$LONG_LAYERS" --train-blocks 4-5 \
-          --val-blocks 6 --eval-blocks 0-3 --max-updates 50 --val-every 25 --patience 50 \
-          --sinks 4 --window "$W" --out "$OUT/$run" --quiet --json
+        long_fit=("$OAL" calibrate --model "$M" --text "$T" --groups "$OUT/groups-all.json"
+          --methods "$LONG_METHOD" --ctx 4096 --layers "$LONG_LAYERS" --train-blocks 4-5
+          --val-blocks 6 --eval-blocks 0-3 --max-updates 50 --val-every 25 --patience 50
+          --sinks 4 --window "$W" --quiet --json)
+        if [ -f "$OUT/$run/calibration.json" ]; then :
+        elif [ -n "${SHARDS:-}" ]; then  # resumable: each finished part is kept
+          parts=()
+          for ((i = 0; i < SHARDS; i++)); do
+            part="$run-part$i-of-$SHARDS"
+            parts+=("$OUT/$part")
+            [ -f "$OUT/$part/calibration.json" ] || { rm -rf "${OUT:?}/$part"
+              timed "$part" "${long_fit[@]}" --shard "$i/$SHARDS" --out "$OUT/$part"; }
+          done
+          timed "$run" "$OAL" merge-calibration --out "$OUT/$run" "${parts[@]}" --json
+        else
+          timed "$run" "${long_fit[@]}" --out "$OUT/$run"
+        fi
         convert "conv-$LONG_METHOD-$LONG_TAG-s4w$W-ctx4096" --calib "$OUT/$run" --method "$LONG_METHOD" --layers "$LONG_LAYERS"
         convert "conv-window-$LONG_TAG-s4w$W" --method window --sinks 4 --window "$W" --layers "$LONG_LAYERS"
         perplexity "conv-$LONG_METHOD-$LONG_TAG-s4w$W-ctx4096" "conv-window-$LONG_TAG-s4w$W"
