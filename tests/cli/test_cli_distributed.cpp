@@ -47,7 +47,8 @@ void expect_same_run(const fs::path& a, const fs::path& b,
   for (const std::string& f : expected) EXPECT_TRUE(in_a.count(f)) << f << " missing in " << a;
   for (const std::string& f : in_a)
     if (in_b.count(f))
-      EXPECT_TRUE(read_file(a / f) == read_file(b / f)) << f << " differs between " << a << " and " << b;
+      EXPECT_TRUE(read_file(a / f) == read_file(b / f))
+          << f << " differs between " << a << " and " << b;
 }
 
 TEST(CliDistributed, TwoRanksAndTwoShardsWriteTheSameRunAsOneProcess) {

@@ -157,12 +157,13 @@ oal::cli::Registrar reg{
           ->capture_default_str()
           ->check(CLI::Range(size_t{64}, size_t{1} << 30));
       app.add_option("--http-threads", a->server.http_threads,
-                     "Connections served at once (each streaming response holds one)")
+                     "Requests served at once (a streamed answer holds its thread until it ends; "
+                     "idle connections hold none)")
           ->capture_default_str()
           ->check(CLI::Range(2, 4096));
       app.add_option("--http-queue", a->server.http_queue,
-                     "Accepted connections waiting for an HTTP thread; one more is answered 503 "
-                     "(server_busy) at once")
+                     "Requests waiting for an HTTP thread; one more is answered 503 (server_busy) "
+                     "at once")
           ->capture_default_str()
           ->check(CLI::Range(0, 1 << 16));
       app.add_option("--request-timeout", a->server.request_timeout_s,
@@ -186,10 +187,11 @@ oal::cli::Registrar reg{
           "Limits: a request's prompt + max_tokens must fit the model's context "
           "(max_position_embeddings, printed at start; beyond: 400); --max-sequences run at "
           "once and --max-queued wait (beyond: 503); bodies above --max-body get 413; "
-          "--http-threads connections are served at once and --http-queue wait (beyond: 503 at "
+          "--http-threads requests are served at once and --http-queue wait (beyond: 503 at "
           "once); a request must arrive within --request-timeout (else 408); an idle "
-          "keep-alive connection closes after 2 s, a connection after 100 requests; states beyond --max-state-memory move to "
-          "--state-dir, least recently used first.");
+          "connection closes after 2 s (the longest idle first beyond 512), a connection after "
+          "100 requests; states beyond --max-state-memory move to --state-dir, least recently "
+          "used first.");
       return [a] { run(*a); };
     }};
 

@@ -149,7 +149,8 @@ void HttpListener::run() {
       back.swap(returned_);
     }
     for (Conn& c : back) park(c);
-    if ((fds[1].revents & POLLIN) && !accept_ready()) accept_paused_until = Clock::now() + k_fd_pause;
+    if ((fds[1].revents & POLLIN) && !accept_ready())
+      accept_paused_until = Clock::now() + k_fd_pause;
     expire_idle();
     drain_lingering();
     std::lock_guard<std::mutex> lock(mutex_);

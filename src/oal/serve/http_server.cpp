@@ -95,8 +95,8 @@ Server::Server(Engine& engine, const text::Tokenizer& tokenizer, ChatFormat chat
   chat_stop_tokens_ = stop_tokens_;
   if (!chat_.end_of_turn().empty())
     if (auto id = tokenizer_.token_id(chat_.end_of_turn())) chat_stop_tokens_.push_back(*id);
-  check(options_.request_timeout_s >= 1, "serve", "the request timeout must be at least 1 s, got {}",
-        options_.request_timeout_s);
+  check(options_.request_timeout_s >= 1, "serve",
+        "the request timeout must be at least 1 s, got {}", options_.request_timeout_s);
   http_->set_payload_max_length(options_.max_body_bytes);
   ConnectionLimits limits;
   limits.request_deadline = std::chrono::seconds(options_.request_timeout_s);
@@ -186,7 +186,7 @@ std::string Server::metrics_text() const {
          "Requests answered 503 at once because --http-threads and --http-queue were full.",
          l.refused);
   metric("oal_connections_evicted_total", "counter",
-         "Idle connections closed to make room for new ones (more than 512 open).", l.evicted);
+         "Idle connections closed to make room for new ones (more than 512 idle).", l.evicted);
   const StoreStats& c = s.conversations;
   metric("oal_conversations_in_memory", "gauge", "Saved conversations held in memory.",
          c.in_memory);

@@ -6,9 +6,10 @@
 //   GET  /  the chat page (chat_page.h), which uses the routes above
 // Every error is answered as OpenAI's {"error": {...}} JSON with its status; requests
 // above max_body_bytes get 413. With an api_key, /v1/*, /tokenize and /detokenize need
-// "Authorization: Bearer KEY". Connections are accepted by http_listener.h (at most
-// http_threads served and http_queue waiting; one more gets 503 at once) and read by
-// http_connection.h (a request must arrive whole within request_timeout_s, else 408).
+// "Authorization: Bearer KEY". Connections are accepted by http_listener.h (idle ones
+// parked without a thread; at most http_threads requests served and http_queue waiting,
+// one more gets 503 at once) and read by http_connection.h (a request must arrive whole
+// within request_timeout_s, else 408).
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -39,8 +40,8 @@ struct ServerOptions {
   std::string api_key;           // "" → no authentication
   std::string model_name;        // the id /v1/models lists and requests may name
   size_t max_body_bytes = 1 << 20;
-  int http_threads = 64;         // connections served at once (streams hold one each)
-  int http_queue = 64;           // accepted connections waiting for a thread; beyond: 503
+  int http_threads = 64;         // requests served at once (a stream holds its thread)
+  int http_queue = 64;           // requests waiting for a thread; beyond: 503 at once
   int request_timeout_s = 30;    // to read one whole request (line, headers, body); then 408
   RequestLimits limits;
 };
