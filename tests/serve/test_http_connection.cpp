@@ -27,7 +27,8 @@ struct Served {
   std::unique_ptr<serve::HttpListener> listener;
   std::thread thread;
 
-  explicit Served(std::chrono::milliseconds keep_alive = 300ms) {
+  // keep_alive long: no connection of a test expires between its requests on a loaded machine.
+  explicit Served(std::chrono::milliseconds keep_alive = 10000ms) {
     limits.read_timeout = 1000ms;
     limits.write_timeout = 1000ms;
     limits.request_deadline = 400ms;

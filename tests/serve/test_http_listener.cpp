@@ -52,8 +52,11 @@ struct Running {
   serve::HttpListener listener;
   std::thread thread;
 
-  explicit Running(int workers, int max_waiting, int max_idle = 512, bool keep = false)
-      : listener(options(workers, max_waiting, max_idle),
+  // keep_alive: long by default, so that no connection of a test expires while it runs
+  // on a loaded machine; short where the expiry is what is tested.
+  explicit Running(int workers, int max_waiting, int max_idle = 512, bool keep = false,
+                   std::chrono::milliseconds keep_alive = 10000ms)
+      : listener(options(workers, max_waiting, max_idle, keep_alive),
                  [this, keep](int fd, int& requests) { return serve_one(fd, requests, keep); },
                  k_refusal) {
     listener.bind();
@@ -64,13 +67,14 @@ struct Running {
     listener.stop();
     thread.join();
   }
-  static serve::ListenerOptions options(int workers, int max_waiting, int max_idle) {
+  static serve::ListenerOptions options(int workers, int max_waiting, int max_idle,
+                                        std::chrono::milliseconds keep_alive) {
     serve::ListenerOptions o;
     o.port = 0;
     o.workers = workers;
     o.max_waiting = max_waiting;
     o.max_idle = max_idle;
-    o.keep_alive = 500ms;
+    o.keep_alive = keep_alive;
     return o;
   }
   // Reads the one-line request, waits for the gate, answers "served N" (N: requests
@@ -98,7 +102,7 @@ struct Running {
 }  // namespace
 
 TEST(HttpListener, IdleConnectionsHoldNoWorker) {
-  Running r(/*workers=*/1, /*max_waiting=*/0);
+  Running r(/*workers=*/1, /*max_waiting=*/0, /*max_idle=*/512, /*keep=*/false, 1000ms);
   r.gate.open();
   std::vector<std::unique_ptr<RawSocket>> idle;
   for (int i = 0; i < 20; ++i) idle.push_back(std::make_unique<RawSocket>(r.listener.port()));
@@ -106,7 +110,7 @@ TEST(HttpListener, IdleConnectionsHoldNoWorker) {
   RawSocket c(r.listener.port());  // 20 idle connections and one worker: still served
   ASSERT_TRUE(c.send("hello\n"));
   EXPECT_EQ(c.read(5000ms), "served 1\n");
-  bool closed = false;  // keep_alive 500 ms: the idle ones are closed
+  bool closed = false;  // keep_alive 1 s: the idle ones are closed
   EXPECT_EQ(idle.front()->read(5000ms, {}, &closed), "");
   EXPECT_TRUE(closed);
   EXPECT_TRUE(r.holds(0, 0, 0));
