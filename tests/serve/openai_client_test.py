@@ -277,9 +277,15 @@ def connection_checks(tmp):
         stalled = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
         for s in stalled:
             s.sendall(b"GET /hea")
-        time.sleep(0.3)  # read by the two threads, one waiting
-        t0 = time.monotonic()
-        status, j = raw(port, "GET", "/health")
+        # Until the server has read them (two threads, one waiting), /health still finds a
+        # thread; then it is refused at once.
+        deadline = time.monotonic() + 10
+        while True:
+            t0 = time.monotonic()
+            status, j = raw(port, "GET", "/health")
+            if status != 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert status == 503 and j["error"]["code"] == "server_busy", (status, j)
         assert "--http-queue" in j["error"]["message"], j
         assert time.monotonic() - t0 < 1.5, "the refusal waited for a thread"
