@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <functional>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include "oal/bench/bench_measure.h"

@@ -27,7 +27,11 @@ bool poll_one(int fd, short events, int64_t timeout_ms) {
   return r > 0;
 }
 
-void ip_and_port(const sockaddr_storage& addr, std::string& ip, int& port) {
+// The address `name` (getpeername or getsockname) gives for fd, as text and port.
+void ip_and_port(int fd, int (*name)(int, sockaddr*, socklen_t*), std::string& ip, int& port) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (name(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return;
   char text[INET6_ADDRSTRLEN] = {};
   if (addr.ss_family == AF_INET) {
     const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
@@ -89,16 +93,10 @@ class SocketStream final : public httplib::Stream {
     return n;
   }
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage addr{};
-    socklen_t len = sizeof addr;
-    if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-      ip_and_port(addr, ip, port);
+    ip_and_port(fd_, ::getpeername, ip, port);
   }
   void get_local_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage addr{};
-    socklen_t len = sizeof addr;
-    if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-      ip_and_port(addr, ip, port);
+    ip_and_port(fd_, ::getsockname, ip, port);
   }
   socket_t socket() const override { return fd_; }
 
