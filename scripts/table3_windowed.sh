@@ -12,7 +12,7 @@
 #                  W (oal-s4w256: calib-all-s4w256, fitted here when missing)
 #   global-s4w64   windowed learned global kernel
 #   window-s4w64   windowed-only (no kernel; LoRA only)
-#   oal, global    the plain methods (calib-all)
+#   oal, global    the plain methods (calib-all: windowed_smollm2.sh's plain-fit step)
 # on RANGE layers: 3-26 (the paper's), 0-29 (every layer) or auto:24 (runs/smollm2
 # layer-scores). Per run: $OUT/<range>/<name>/ (checkpoints, the adapted model), and the
 # records (finetune JSON with the validation curve, PPL at ctx 1024 and 4096, passkey at
@@ -92,8 +92,7 @@ for name in $METHODS; do
       fi ;;
     oal|global)
       calib_dir=runs/smollm2/calib-all
-      STEPS=calib bash scripts/windowed_smollm2.sh   # the analysis and groups
-      STEPS=plain bash scripts/windowed_smollm2.sh ;;
+      STEPS=plain-fit bash scripts/windowed_smollm2.sh ;;   # groups and the plain fit
     *) echo "table3_windowed: unknown method '$name'" >&2; exit 2 ;;
   esac
   full_args=() ftag=""

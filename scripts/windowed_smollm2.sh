@@ -26,10 +26,12 @@
 #            the fits are per layer) and against windowed-only
 #   baselines  the same for the feature-map baselines (taylorshift, performer, dijiang,
 #            spectraformer) beside S = 4, W = 64: their parameters and c_h fitted jointly
+#   groups   the analysis of all layers (runs/smollm2/analysis) and the groups of every
+#            layer from it (groups-all.json), each made when missing
 #   calib    oal and global fitted on all 30 layers beside S = SINKS, W = WINDOW (4 and 64
 #            unless set; into calib-all-sSwW; a tenth of the
-#            paper's budget, as the plain Table 3 conversion), groups from the analysis of
-#            all layers (runs/smollm2/analysis, made here when missing)
+#            paper's budget, as the plain Table 3 conversion), after the groups step
+#   plain-fit  the plain fit alone (calib-all: the plain step without its conversions)
 #   convert  paper range (3-26) and every layer: windowed oal and global, the
 #            windowed-only method (no fit); unadapted
 #   plain    the plain fit of all 30 layers (calib-all), the plain oal and global
@@ -96,6 +98,15 @@ calibrate() {  # calibrate NAME SINKS WINDOW
   timed "$1" "$OAL" calibrate --model "$M" --text "$T" --groups "$OUT/groups-all.json" \
     --methods oal,global --ctx 1024 --max-updates 100 --val-every 50 --patience 100 \
     --sinks "$2" --window "$3" --out "$OUT/$1" --quiet --json
+}
+
+make_groups() {  # the analysis of every layer and its groups, each when missing
+  if [ ! -f "$OUT/analysis/analysis.json" ]; then
+    timed analyze "$OAL" analyze --model "$M" --text "$T" --ctx 1024 --prompts 40 \
+      --after-tokens $((26 * 1024)) --out "$OUT/analysis" --quiet --json
+  fi
+  [ -f "$OUT/groups-all.json" ] || "$OAL" group --analysis "$OUT/analysis/analysis.json" \
+    --out "$OUT/groups-all.json" --quiet
 }
 
 convert() {  # convert DIR ARGS...
@@ -176,14 +187,13 @@ for step in $STEPS; do
     sweep)
       linearize linearize-s4w16 4 16 oal,global
       linearize linearize-s4w256 4 256 oal,global ;;
+    groups) make_groups ;;
     calib)
-      if [ ! -f "$OUT/analysis/analysis.json" ]; then
-        timed analyze "$OAL" analyze --model "$M" --text "$T" --ctx 1024 --prompts 40 \
-          --after-tokens $((26 * 1024)) --out "$OUT/analysis" --quiet --json
-      fi
-      [ -f "$OUT/groups-all.json" ] || "$OAL" group --analysis "$OUT/analysis/analysis.json" --out "$OUT/groups-all.json" --quiet
+      make_groups
       calibrate "calib-all-s${SINKS}w$WINDOW" "$SINKS" "$WINDOW" ;;
+    plain-fit) make_groups; calibrate calib-all 0 0 ;;
     plain)
+      make_groups
       calibrate calib-all 0 0
       for m in oal global; do
         convert "conv-$m-hybrid" --calib "$OUT/calib-all" --method $m
