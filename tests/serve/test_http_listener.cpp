@@ -79,13 +79,13 @@ struct Running {
   }
   // Reads the one-line request, waits for the gate, answers "served N" (N: requests
   // on this connection so far) and keeps the connection when `keep`.
-  bool serve_one(int fd, int& requests, bool keep) {
+  serve::AfterServe serve_one(int fd, int& requests, bool keep) {
     char request[64];
-    if (::recv(fd, request, sizeof request, 0) <= 0) return false;
+    if (::recv(fd, request, sizeof request, 0) <= 0) return serve::AfterServe::close;
     gate.wait();
     const std::string reply = "served " + std::to_string(++requests) + "\n";
     ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
-    return keep;
+    return keep ? serve::AfterServe::keep : serve::AfterServe::close;
   }
   // Waits (at most 5 s) until `serving` requests are served, `waiting` wait and `idle`
   // connections are parked.
@@ -209,7 +209,7 @@ TEST(HttpListener, APortInUseIsNamedInTheError) {
   Running r(1, 0);
   serve::ListenerOptions o;
   o.port = r.listener.port();
-  serve::HttpListener second(o, [](int, int&) { return false; }, k_refusal);
+  serve::HttpListener second(o, [](int, int&) { return serve::AfterServe::close; }, k_refusal);
   try {
     second.bind();
     FAIL() << "bound a port that is in use";
@@ -223,8 +223,8 @@ TEST(HttpListener, APortInUseIsNamedInTheError) {
 TEST(HttpListener, RejectsImpossibleOptions) {
   serve::ListenerOptions o;
   o.workers = 0;
-  EXPECT_THROW(serve::HttpListener(o, [](int, int&) { return false; }, k_refusal), Error);
+  EXPECT_THROW(serve::HttpListener(o, [](int, int&) { return serve::AfterServe::close; }, k_refusal), Error);
   o.workers = 1;
   o.max_idle = 0;
-  EXPECT_THROW(serve::HttpListener(o, [](int, int&) { return false; }, k_refusal), Error);
+  EXPECT_THROW(serve::HttpListener(o, [](int, int&) { return serve::AfterServe::close; }, k_refusal), Error);
 }

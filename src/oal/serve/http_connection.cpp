@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 
 namespace oal::serve {
@@ -125,23 +126,66 @@ class SocketStream final : public httplib::Stream {
   size_t begin_ = 0, end_ = 0;
 };
 
+// Set by limit_bodies's handlers when they answer a request whose body is left unread;
+// read and cleared by serve_connection. Thread-local: httplib runs a request's handlers
+// on the thread that called process_request.
+thread_local bool body_refused = false;
+
+// The status a request gets before its body is read: 413 when its Content-Length exceeds
+// max_bytes, 411 when it may carry a body of unannounced size, 0 when it may go on (a
+// malformed Content-Length is left to httplib, which answers 400).
+int body_refusal(const httplib::Request& req, size_t max_bytes) {
+  if (req.has_header("Content-Length")) {
+    const std::string len = req.get_header_value("Content-Length");
+    uint64_t n = 0;
+    const auto [end, ec] = std::from_chars(len.data(), len.data() + len.size(), n);
+    const bool parsed = ec == std::errc() && end == len.data() + len.size() && !len.empty();
+    return parsed && n > max_bytes ? 413 : 0;
+  }
+  const bool may_have_body = req.method == "POST" || req.method == "PUT" ||
+                             req.method == "PATCH" || req.method == "DELETE";
+  return may_have_body || req.has_header("Transfer-Encoding") ? 411 : 0;
+}
+
 }  // namespace
 
-bool RoutedHttp::serve_connection(int fd, int& requests, const ConnectionLimits& limits,
-                                  const std::atomic<bool>& stopping,
-                                  const std::string& timeout_response) {
+void RoutedHttp::limit_bodies(size_t max_bytes, Handler answer) {
+  auto refuse = [max_bytes, answer](const httplib::Request& req, httplib::Response& res) {
+    const int status = body_refusal(req, max_bytes);
+    if (status == 0) return 0;
+    res.status = status;
+    answer(req, res);
+    res.set_header("Connection", "close");
+    body_refused = true;
+    return status;
+  };
+  set_pre_routing_handler([refuse](const httplib::Request& req, httplib::Response& res) {
+    return refuse(req, res) ? HandlerResponse::Handled : HandlerResponse::Unhandled;
+  });
+  set_expect_100_continue_handler(
+      [refuse](const httplib::Request& req, httplib::Response& res) {
+        const int status = refuse(req, res);
+        return status ? status : 100;
+      });
+}
+
+AfterServe RoutedHttp::serve_connection(int fd, int& requests, const ConnectionLimits& limits,
+                                        const std::atomic<bool>& stopping,
+                                        const std::string& timeout_response) {
   SocketStream stream(fd, limits);
   do {
     stream.start_request();
     const bool last = stopping || requests + 1 >= limits.max_requests;
     bool closed = false;
+    body_refused = false;
     const bool answered = process_request(stream, last, closed, nullptr);
     ++requests;
+    if (body_refused) return AfterServe::linger;
     if (stream.missed_deadline() && stream.written() == 0)
       stream.write(timeout_response.data(), timeout_response.size());
-    if (!answered || closed || last || stream.missed_deadline()) return false;
+    if (!answered || closed || last || stream.missed_deadline()) return AfterServe::close;
   } while (stream.has_buffered());  // pipelined: the next request is read already
-  return true;
+  return AfterServe::keep;
 }
 
 }  // namespace oal::serve

@@ -11,6 +11,8 @@
 
 #include <httplib.h>
 
+#include "oal/serve/http_listener.h"
+
 namespace oal::serve {
 
 struct ConnectionLimits {
@@ -30,15 +32,25 @@ class RoutedHttp : public httplib::Server {
   RoutedHttp() { svr_sock_ = 0; }
   // Streamed answers stop at their next chunk (the server is stopping).
   void shut_down() { svr_sock_ = INVALID_SOCKET; }
+  // Bodies are read only when their size is announced and at most max_bytes: a request
+  // whose Content-Length exceeds it gets 413, and one that may carry a body without a
+  // Content-Length (POST, PUT, PATCH, DELETE: chunked, or read until the client closes,
+  // which cpp-httplib 0.11.4 buffers whole, whatever its size) gets 411. Either is
+  // answered as soon as the headers are read, the body unread (also in place of
+  // "100 Continue" for a client that asked), with the status set and the rest of the
+  // answer from `answer` (the server's error body); the connection then lingers and
+  // closes. Call before serving.
+  void limit_bodies(size_t max_bytes, Handler answer);
   // Serves the requests on fd (a connected, blocking socket whose next request has begun
   // to arrive) while their bytes keep coming without a wait, adding each to `requests`.
-  // Returns true when the connection may stay open for another request; false when the
-  // client closed, asked to close, max_requests were answered, a request missed its
-  // deadline or stopping is set. A request whose first line did not arrive in time is
-  // answered with timeout_response (the server's 408); one cut in its headers or body,
-  // with httplib's 400 through the error handler. Does not close fd.
-  bool serve_connection(int fd, int& requests, const ConnectionLimits& limits,
-                        const std::atomic<bool>& stopping, const std::string& timeout_response);
+  // keep: the connection may stay open for another request; close: the client closed,
+  // asked to close, max_requests were answered, a request missed its deadline or stopping
+  // is set; linger: a body was refused unread. A request whose first line did not arrive
+  // in time is answered with timeout_response (the server's 408); one cut in its headers
+  // or body, with httplib's 400 through the error handler. Does not close fd.
+  AfterServe serve_connection(int fd, int& requests, const ConnectionLimits& limits,
+                              const std::atomic<bool>& stopping,
+                              const std::string& timeout_response);
 };
 
 }  // namespace oal::serve

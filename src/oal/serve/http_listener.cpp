@@ -144,11 +144,14 @@ void HttpListener::run() {
     }
     dispatch_ready(fds);
     std::vector<Conn> back;
+    std::vector<int> answered;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       back.swap(returned_);
+      answered.swap(to_linger_);
     }
     for (Conn& c : back) park(c);
+    for (int fd : answered) linger(fd);
     if ((fds[1].revents & POLLIN) && !accept_ready())
       accept_paused_until = Clock::now() + k_fd_pause;
     expire_idle();
@@ -172,7 +175,9 @@ void HttpListener::run() {
   for (std::thread& t : workers_) t.join();
   workers_.clear();
   for (Conn& c : returned_) close_fd(c.fd);  // workers are gone: no lock needed
+  for (int fd : to_linger_) close_fd(fd);
   returned_.clear();
+  to_linger_.clear();
 }
 
 void HttpListener::dispatch_ready(const std::vector<pollfd>& fds) {
@@ -252,6 +257,11 @@ void HttpListener::refuse(int fd) {
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   // A socket's send buffer holds a short response whole; if not, the client gets less.
   [[maybe_unused]] const ssize_t n = ::send(fd, refusal_.data(), refusal_.size(), MSG_NOSIGNAL);
+  linger(fd);
+}
+
+void HttpListener::linger(int fd) {
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   ::shutdown(fd, SHUT_WR);
   if (lingering_.size() >= k_max_lingering) {
     close_fd(lingering_.front().fd);
@@ -298,16 +308,19 @@ void HttpListener::worker() {
       waiting_.pop_front();
       ++serving_;
     }
-    bool keep = false;
+    AfterServe after = AfterServe::close;
     try {
-      keep = serve_(c.fd, c.requests);
+      after = serve_(c.fd, c.requests);
     } catch (...) {
       // The callback answers its own errors; one escaping ends this connection only.
     }
     std::lock_guard<std::mutex> lock(mutex_);
     --serving_;
-    if (keep && !stopping_) {
+    if (after == AfterServe::keep && !stopping_) {
       returned_.push_back(c);
+      wake();
+    } else if (after == AfterServe::linger && !stopping_) {
+      to_linger_.push_back(c.fd);
       wake();
     } else {
       close_fd(c.fd);

@@ -48,12 +48,20 @@ struct ListenerStats {
   int64_t evicted = 0;   // idle connections closed to make room for a new one
 };
 
+// What becomes of a connection after its request(s) were served.
+enum class AfterServe {
+  keep,    // parked again for its next request
+  close,   // closed now
+  linger,  // answered before its request was read whole (a body refused): kept for
+           // ListenerOptions::linger reading and dropping what the client still sends,
+           // then closed, so that the close does not reset the answer away
+};
+
 class HttpListener {
  public:
   // serve(fd, requests): serves the request(s) that have arrived on fd (a blocking
-  // socket), adding to `requests` (this connection's count so far); returns true to keep
-  // the connection open for the next request, false to close it.
-  using ServeConnection = std::function<bool(int fd, int& requests)>;
+  // socket), adding to `requests` (this connection's count so far).
+  using ServeConnection = std::function<AfterServe(int fd, int& requests)>;
 
   // refusal: the bytes written to a refused connection.
   HttpListener(ListenerOptions options, ServeConnection serve, std::string refusal);
@@ -88,6 +96,7 @@ class HttpListener {
   void park(Conn c);    // accept loop only
   void dispatch(Conn c);  // a request arrived: to a worker's queue, or refused
   void refuse(int fd);    // writes the refusal and starts lingering
+  void linger(int fd);    // accept loop only: fd's answer is written; closed after the linger
   void expire_idle();
   void drain_lingering();
   void worker();
@@ -108,6 +117,7 @@ class HttpListener {
   std::condition_variable ready_;
   std::deque<Conn> waiting_;   // a request pending; guarded by mutex_
   std::vector<Conn> returned_; // served, to be parked again; guarded by mutex_
+  std::vector<int> to_linger_; // served, to linger then close; guarded by mutex_
   int64_t idle_count_ = 0, serving_ = 0, accepted_ = 0, refused_ = 0, evicted_ = 0;  // mutex_
 };
 

@@ -98,6 +98,8 @@ Server::Server(Engine& engine, const text::Tokenizer& tokenizer, ChatFormat chat
   check(options_.request_timeout_s >= 1, "serve",
         "the request timeout must be at least 1 s, got {}", options_.request_timeout_s);
   http_->set_payload_max_length(options_.max_body_bytes);
+  http_->limit_bodies(options_.max_body_bytes,
+                      [this](const auto& req, auto& res) { http_error(req, res); });
   ConnectionLimits limits;
   limits.request_deadline = std::chrono::seconds(options_.request_timeout_s);
   ListenerOptions lo;
@@ -311,6 +313,9 @@ void Server::http_error(const httplib::Request& req, httplib::Response& res) {
                               "page), /health, /metrics",
                               req.method, req.path)
       : st == 413 ? fmt::format("the request body is larger than {} bytes", options_.max_body_bytes)
+      : st == 411 ? fmt::format("a request body needs a Content-Length header (at most {} bytes; "
+                                "chunked bodies are not accepted)",
+                                options_.max_body_bytes)
       : st == 400 ? fmt::format("the request could not be read: malformed HTTP, or its headers "
                                 "and body did not arrive within {} s (--request-timeout)",
                                 options_.request_timeout_s)
