@@ -18,7 +18,7 @@ seconds=10
 jobs=1
 targets="safetensors hf_config tokenizer_json tokenizer_config llama2c_tokenizer llama2c_model
 converted_model kernel_json analysis_json run_dir checkpoint eval_jsonl gguf state_file
-windowed_state layer_scores openai_request"
+windowed_state layer_scores openai_request http_connection"
 seed_flags=()
 # CI (.ci/run) sets OAL_REQUIRE_SHARED=1: seeds from ../shared/data must then exist.
 [ "${OAL_REQUIRE_SHARED:-0}" = 1 ] && seed_flags+=(--require-shared)

@@ -295,6 +295,26 @@ def openai_request_seeds(out):
         write(out, "openai_request", f"body{i}.bin", bytes([parser]) + json.dumps(body).encode())
 
 
+def http_connection_seeds(out):
+    """What clients send on one connection (fuzz/fuzz_http_connection.cpp: routes GET /hello,
+    POST /echo, a 64-byte body limit): one request, two pipelined, a body at the limit,
+    one announced over it, a chunked body, one without a length, "Expect: 100-continue",
+    headers cut short."""
+    conns = {
+        "get": b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n",
+        "pipelined": b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\nPOST /echo HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Length: 3\r\n\r\nabcGET /nothing HTTP/1.1\r\n\r\n",
+        "at-limit": b"POST /echo HTTP/1.1\r\nContent-Length: 64\r\n\r\n" + b"x" * 64,
+        "over-limit": b"POST /echo HTTP/1.1\r\nContent-Length: 104857600\r\n\r\nxyz",
+        "chunked": b"POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        "unsized": b"POST /echo HTTP/1.1\r\nHost: x\r\n\r\nbody until close",
+        "expect": b"POST /echo HTTP/1.1\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\nabcd",
+        "cut": b"GET /hello HTTP/1.1\r\nHost: x\r\nConnection: clo",
+    }
+    for name, data in conns.items():
+        write(out, "http_connection", f"{name}.http", data)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path)
@@ -312,6 +332,7 @@ def main():
     windowed_state_seeds(a.out)
     layer_scores_seeds(a.out)
     openai_request_seeds(a.out)
+    http_connection_seeds(a.out)
     shared_used = [llama2c_model_seeds(a.out, a.shared), official_kernel_seed(a.out, a.shared)]
     shared_used += tokenizer_seeds(a.out, a.shared)
     if not (a.shared / "tok512.bin").exists():

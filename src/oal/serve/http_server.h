@@ -5,11 +5,11 @@
 //   POST /tokenize, POST /detokenize  (llama-server's: text <-> the model's token ids)
 //   GET  /  the chat page (chat_page.h), which uses the routes above
 // Every error is answered as OpenAI's {"error": {...}} JSON with its status; requests
-// above max_body_bytes get 413. With an api_key, /v1/*, /tokenize and /detokenize need
-// "Authorization: Bearer KEY". Connections are accepted by http_listener.h (idle ones
-// parked without a thread; at most http_threads requests served and http_queue waiting,
-// one more gets 503 at once) and read by http_connection.h (a request must arrive whole
-// within request_timeout_s, else 408).
+// above max_body_bytes get 413, bodies without a Content-Length 411 (http_connection.h).
+// With an api_key, /v1/*, /tokenize and /detokenize need "Authorization: Bearer KEY".
+// Connections are accepted by http_listener.h (idle ones parked without a thread; at most
+// http_threads requests served and http_queue waiting, one more gets 503 at once) and read
+// by http_connection.h (a request must arrive whole within request_timeout_s, else 408).
 #include <atomic>
 #include <cstdint>
 #include <exception>
