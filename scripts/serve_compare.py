@@ -17,7 +17,9 @@ off the CPU.
   --llama-server BIN       the peer (checked against the committed reference when built),
                            configured by scripts/llama-server.sh (16 slots of 4096 tokens,
                            flash attention, f16 KV cache, the machine's threads)
-  --concurrency, --rounds, --prompt-tokens, --max-tokens: as serve_load.py
+  --llama-args "FLAGS"     more llama-server flags after the configuration's (a later flag
+                           wins: long prompts need e.g. "-c 133120" for 16 slots of 8320)
+  --concurrency, --rounds, --prompt-tokens, --max-tokens, --client-timeout: as serve_load.py
   --bench BIN              also time the model alone in every repeat (`BIN bench --model`:
                            median decode step at the context the one-client run sits at
                            halfway through its answer), so that one client's per-token
@@ -37,7 +39,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / ".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf"
-FIELDS = ["tokens_per_s", "token_latency_ms_p50", "token_latency_ms_p99", "ttft_ms_p50"]
+FIELDS = ["tokens_per_s", "token_latency_ms_p50", "token_latency_ms_p99", "ttft_ms_p50", "rss_bytes_peak"]
 
 
 def free_port():
@@ -48,7 +50,8 @@ def free_port():
 
 def load_args(a):
     return ["--scenario", "throughput", "--concurrency", a.concurrency, "--rounds", str(a.rounds),
-            "--prompt-tokens", str(a.prompt_tokens), "--max-tokens", str(a.max_tokens)]
+            "--prompt-tokens", str(a.prompt_tokens), "--max-tokens", str(a.max_tokens),
+            "--client-timeout", str(a.client_timeout)]
 
 
 def run_oal(a, spec, env):
@@ -66,7 +69,7 @@ def run_llama(a, env):
     port = free_port()
     log = open(Path(a.out) / "llama-server.log", "a")
     proc = subprocess.Popen(["bash", str(ROOT / "scripts/llama-server.sh"), a.llama_server,
-                             str(a.model), str(port)],
+                             str(a.model), str(port), *a.llama_args.split()],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     try:  # serve_load.py --url waits for the server's /health
         cmd = [sys.executable, str(ROOT / "scripts/serve_load.py"), "--url",
@@ -89,16 +92,21 @@ def run_bench(a, env):
 
 def table(runs, concurrency):
     names = list(dict.fromkeys(r["server"] for r in runs if r["server"] != "bench"))
-    lines = ["| server | clients | tokens/s | per-token p50 / p99 ms | time to first token p50 ms | runs |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = ["| server | clients | tokens/s | per-token p50 / p99 ms | time to first token p50 ms "
+             "| peak RSS MB | state MB per sequence (max) | failed requests | runs |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for c in concurrency:
         for n in names:
             rows = [row for r in runs if r["server"] == n for row in r["rows"] if row["concurrency"] == c]
             if not rows:
                 continue
-            med = {f: statistics.median(row[f] for row in rows) for f in FIELDS}
+            med = {f: statistics.median(row.get(f) or 0 for row in rows) for f in FIELDS}
+            state = max((row.get("state_bytes_per_sequence_max") or 0) for row in rows)
             lines.append(f"| {n} | {c} | {med['tokens_per_s']:.1f} | {med['token_latency_ms_p50']:.1f} / "
-                         f"{med['token_latency_ms_p99']:.1f} | {med['ttft_ms_p50']:.0f} | {len(rows)} |")
+                         f"{med['token_latency_ms_p99']:.1f} | {med['ttft_ms_p50']:.0f} | "
+                         f"{med['rss_bytes_peak'] / 1e6:.0f} | {f'{state / 1e6:.1f}' if state else '–'} | "
+                         f"{sum(row['errors'] for row in rows)} of {sum(row['requests'] for row in rows)} | "
+                         f"{len(rows)} |")
     bench = [r["bench"] for r in runs if r["server"] == "bench"]
     if bench:
         lines.append(f"\n`oal bench --model` decode step at context {bench[0]['context']} (the model alone, "
@@ -113,11 +121,13 @@ def main():
     ap.add_argument("--oal", action="append", default=[], help="NAME=BIN:MODEL[:ARGS]")
     ap.add_argument("--llama-server", help="llama-server binary (omit: oal only)")
     ap.add_argument("--model", default=str(MODEL), help="llama-server's GGUF")
+    ap.add_argument("--llama-args", default="", help="more llama-server flags (a later flag wins)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--concurrency", default="1,4,16")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--client-timeout", type=float, default=600)
     ap.add_argument("--bench", help="an oal binary: time `bench --model` decode in every repeat")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()

@@ -222,11 +222,13 @@ def throughput(srv, a):
             prompts = [[p[0]] * a.rounds for p in prompts]
         gaps, ttft, tokens, errors = [], [], [0], []
         per_seq = []  # state bytes per active sequence, sampled
+        peak_rss = [rss_bytes(srv.pid) or 0]
         lock = threading.Lock()
         stop_sampling = threading.Event()
 
-        def sample():  # state bytes per active sequence, while the clients run
+        def sample():  # state bytes per active sequence and the server's RSS, while the clients run
             while not stop_sampling.is_set():
+                peak_rss[0] = max(peak_rss[0], rss_bytes(srv.pid) or 0)
                 m = srv.metrics()
                 if m.get("oal_sequences_active", 0) > 0:
                     per = m.get("oal_state_bytes", 0) / m["oal_sequences_active"]
@@ -238,7 +240,10 @@ def throughput(srv, a):
             for k in range(a.rounds):
                 body = {"model": "m", "prompt": prompts[i][k], "max_tokens": a.max_tokens, "temperature": 0,
                         "ignore_eos": True}
-                status, times, finish, t0 = srv.stream(body)
+                try:
+                    status, times, finish, t0 = srv.stream(body, timeout=a.client_timeout)
+                except OSError:  # no byte for --client-timeout seconds, or the connection lost
+                    status, times = "timeout", []
                 with lock:
                     if status != 200 or not times:
                         errors.append(status)
@@ -253,6 +258,7 @@ def throughput(srv, a):
         stop_sampling.set()
         sampler.join()
         rows.append({"concurrency": conc, "requests": conc * a.rounds, "errors": len(errors),
+                     "timeouts": errors.count("timeout"), "client_timeout_s": a.client_timeout,
                      "generated_chunks": tokens[0], "wall_s": round(wall, 3),
                      "tokens_per_s": round(tokens[0] / wall, 2),
                      "token_latency_ms_p50": round(1e3 * percentile(gaps, 50), 2) if gaps else None,
@@ -260,6 +266,7 @@ def throughput(srv, a):
                      "ttft_ms_p50": round(1e3 * statistics.median(ttft), 1) if ttft else None,
                      "state_bytes_per_sequence_min": int(min(per_seq)) if per_seq else None,
                      "state_bytes_per_sequence_max": int(max(per_seq)) if per_seq else None,
+                     "rss_bytes_peak": max(peak_rss[0], rss_bytes(srv.pid) or 0),
                      "rss_bytes_end": rss_bytes(srv.pid)})
         print(f"serve_load: throughput C={conc}: {rows[-1]}", file=sys.stderr)
     return rows
@@ -703,6 +710,9 @@ def main():
                     help="throughput: every round of a client sends its first prompt again")
     ap.add_argument("--prompt-tokens", type=int, default=64)
     ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--client-timeout", type=float, default=600,
+                    help="throughput: seconds a client waits for its next byte before it counts the "
+                         "request as an error (a timeout)")
     ap.add_argument("--token-range", type=ints, default=[1000, 20000])
     ap.add_argument("--requests", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=8)

@@ -261,8 +261,7 @@ void HttpListener::refuse(int fd) {
 }
 
 void HttpListener::linger(int fd) {
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  ::shutdown(fd, SHUT_WR);
+  ::shutdown(fd, SHUT_WR);  // drain_lingering reads with MSG_DONTWAIT
   if (lingering_.size() >= k_max_lingering) {
     close_fd(lingering_.front().fd);
     lingering_.erase(lingering_.begin());
