@@ -142,8 +142,10 @@ int body_refusal(const httplib::Request& req, size_t max_bytes) {
     const bool parsed = ec == std::errc() && end == len.data() + len.size() && !len.empty();
     return parsed && n > max_bytes ? 413 : 0;
   }
+  // The methods whose body httplib reads even without a length (its expect_content).
   const bool may_have_body = req.method == "POST" || req.method == "PUT" ||
-                             req.method == "PATCH" || req.method == "DELETE";
+                             req.method == "PATCH" || req.method == "DELETE" ||
+                             req.method == "PRI";
   return may_have_body || req.has_header("Transfer-Encoding") ? 411 : 0;
 }
 

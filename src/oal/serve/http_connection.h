@@ -34,7 +34,7 @@ class RoutedHttp : public httplib::Server {
   void shut_down() { svr_sock_ = INVALID_SOCKET; }
   // Bodies are read only when their size is announced and at most max_bytes: a request
   // whose Content-Length exceeds it gets 413, and one that may carry a body without a
-  // Content-Length (POST, PUT, PATCH, DELETE: chunked, or read until the client closes,
+  // Content-Length (POST, PUT, PATCH, DELETE, PRI: chunked, or read until the client closes,
   // which cpp-httplib 0.11.4 buffers whole, whatever its size) gets 411. Either is
   // answered as soon as the headers are read, the body unread (also in place of
   // "100 Continue" for a client that asked), with the status set and the rest of the
