@@ -20,7 +20,6 @@ namespace {
 oal::serve::RoutedHttp& routed() {
   static oal::serve::RoutedHttp* http = [] {
     auto* h = new oal::serve::RoutedHttp;
-    h->set_payload_max_length(64);
     h->limit_bodies(64, [](const httplib::Request&, httplib::Response& res) {
       res.set_content("refused", "text/plain");
     });

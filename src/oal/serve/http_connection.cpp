@@ -152,6 +152,7 @@ int body_refusal(const httplib::Request& req, size_t max_bytes) {
 }  // namespace
 
 void RoutedHttp::limit_bodies(size_t max_bytes, Handler answer) {
+  set_payload_max_length(max_bytes);  // httplib's own check, behind ours
   auto refuse = [max_bytes, answer](const httplib::Request& req, httplib::Response& res) {
     const int status = body_refusal(req, max_bytes);
     if (status == 0) return 0;

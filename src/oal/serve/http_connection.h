@@ -39,7 +39,8 @@ class RoutedHttp : public httplib::Server {
   // answered as soon as the headers are read, the body unread (also in place of
   // "100 Continue" for a client that asked), with the status set and the rest of the
   // answer from `answer` (the server's error body); the connection then lingers and
-  // closes. Call before serving.
+  // closes. Also httplib's payload_max_length (what a malformed Content-Length meets).
+  // Call before serving.
   void limit_bodies(size_t max_bytes, Handler answer);
   // Serves the requests on fd (a connected, blocking socket whose next request has begun
   // to arrive) while their bytes keep coming without a wait, adding each to `requests`.

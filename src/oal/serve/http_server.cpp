@@ -97,7 +97,6 @@ Server::Server(Engine& engine, const text::Tokenizer& tokenizer, ChatFormat chat
     if (auto id = tokenizer_.token_id(chat_.end_of_turn())) chat_stop_tokens_.push_back(*id);
   check(options_.request_timeout_s >= 1, "serve",
         "the request timeout must be at least 1 s, got {}", options_.request_timeout_s);
-  http_->set_payload_max_length(options_.max_body_bytes);
   http_->limit_bodies(options_.max_body_bytes,
                       [this](const auto& req, auto& res) { http_error(req, res); });
   ConnectionLimits limits;
