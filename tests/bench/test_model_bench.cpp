@@ -57,6 +57,14 @@ TEST(ModelBench, VariantsCellsAndStates) {
   for (int64_t l = 0; l < 5; ++l) EXPECT_EQ(m.attention(l).name(), "softmax");
   const auto j = nlohmann::json::parse(model_bench_json(r));
   EXPECT_EQ(j.at("rows").size(), 9u);
+  // The code each variant ran: the hybrid's attention in two entries, flash on the
+  // softmax layers 0 and 4 and the HD state on 1-3.
+  const auto& hybrid_ops = j.at("fast_paths").at("hybrid").at("ops");
+  std::vector<std::string> attention;
+  for (const auto& op : hybrid_ops)
+    if (op.at("op") == "attention") attention.push_back(op.at("layer_ranges"));
+  EXPECT_EQ(attention, (std::vector<std::string>{"0, 4", "1-3"}));
+  EXPECT_EQ(j.at("fast_paths").size(), 3u);
   EXPECT_NE(model_bench_markdown(r).find("| hybrid | 1-3 of 5 | decode | 32 |"), std::string::npos);
   EXPECT_NE(model_bench_csv(r).find("variant,converted,mode,n,"), std::string::npos);
 }

@@ -136,6 +136,33 @@ TEST(CliModel, SynthGgufIsTheSameModelAsTheDirectory) {
   EXPECT_FALSE(fs::exists(dir / "x.gguf"));
 }
 
+// `oal info` builds the model with the weight options and reports each op's path: a
+// Q8_0 file's projections run the quantized kernels as stored (and its dtypes say Q8_0),
+// --weights f32 moves them to the fp32 GEMM, --quant-dot int8 is named.
+TEST(CliModel, InfoReportsTheFastPathOfEachOp) {
+  const fs::path q8 = cli_temp_dir() / "tiny-q8_0.gguf";
+  ASSERT_EQ(oal_run("synth --shape tiny --seed 4 --gguf q8_0 --out " + q(q8)).status, 0);
+  auto ops_of = [&](const std::string& options) {
+    const CliResult r = oal_run("info --model " + q(q8) + " --json" + options);
+    EXPECT_EQ(r.status, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(j.at("dtypes").contains("Q8_0")) << j.at("dtypes").dump();
+    EXPECT_FALSE(j.at("fast_paths").at("simd_target").get<std::string>().empty());
+    return j.at("fast_paths").at("ops");
+  };
+  const auto stored = ops_of(""), f32 = ops_of(" --weights f32"), int8 = ops_of(" --quant-dot int8");
+  ASSERT_FALSE(stored.empty());
+  EXPECT_EQ(stored[0].at("op"), "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj");
+  EXPECT_EQ(stored[0].at("path"), "simd");
+  EXPECT_TRUE(stored[0].at("reason").is_null());
+  EXPECT_EQ(stored[0].at("detail"), "Q8_0 blocks, dequant dot when decoding");
+  EXPECT_EQ(int8[0].at("detail"), "Q8_0 blocks, int8 dot when decoding");
+  EXPECT_NE(f32[0].at("detail").get<std::string>().find("fp32 GEMM"), std::string::npos);
+  const CliResult text = oal_run("info --model " + q(q8));
+  EXPECT_NE(text.out.find("fast paths"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("attention"), std::string::npos);
+}
+
 TEST(CliModel, GenerateGreedyStreamsTheReference) {
   auto model = OAL_REQUIRE_SHARED_FILE("stories260K.bin");
   OAL_REQUIRE_SHARED_FILE("tok512.bin");

@@ -1,4 +1,6 @@
-// `oal info --model PATH [--json]`: architecture, sizes and dtypes of a checkpoint.
+// `oal info --model PATH [--json]`: architecture, sizes and dtypes of a checkpoint, and
+// the fast path each op of the model built from it takes (with --weights / --kv-cache /
+// --quant-dot as generate, ppl and serve take them), or why not.
 #include <fmt/core.h>
 
 #include <nlohmann/json.hpp>
@@ -6,11 +8,15 @@
 
 #include "command.h"
 #include "oal/core/error.h"
+#include "oal/formats/converted.h"
 #include "oal/formats/find_tokenizer.h"
+#include "oal/formats/gguf_model.h"
 #include "oal/formats/load.h"
 #include "oal/formats/model_summary.h"
 #include "oal/io/gguf.h"
 #include "oal/io/gguf_summary.h"
+#include "oal/model/fast_paths.h"
+#include "weights_option.h"
 
 namespace {
 
@@ -18,6 +24,7 @@ struct InfoArgs {
   std::string model;
   bool json = false;
   bool tensors = false;
+  oal::model::TransformerOptions options;
 };
 
 // The tokenizer that generate/ppl would use, or "" when none is beside the model.
@@ -37,21 +44,30 @@ oal::cli::Registrar reg{
       app.add_flag("--json", a->json, "Machine-readable output");
       app.add_flag("--tensors", a->tensors,
                    "GGUF: also list every tensor (name, type, dims, bytes)");
+      oal::cli::add_weights_option(app, a->options);
       return [a] {
-        const oal::model::ModelWeights w = oal::formats::load_model(a->model);
-        const std::string tok = tokenizer_or_empty(a->model);
+        // Read once: quantized tensors kept as stored, for the summary and the model.
         std::optional<oal::io::GgufFile> gguf;
         if (oal::io::is_gguf_file(a->model)) gguf = oal::io::read_gguf(a->model);
+        oal::model::ModelWeights w =
+            gguf ? oal::formats::gguf_model_weights(*gguf, /*keep_quantized=*/true)
+                 : oal::formats::load_model(a->model, {.keep_quantized = true});
+        const std::string tok = tokenizer_or_empty(a->model);
+        nlohmann::json summary = oal::formats::summary_json(w);
+        const std::string text = oal::formats::describe(w);
+        const auto model = oal::formats::build_transformer(std::move(w), a->model, a->options);
+        const std::vector<oal::model::FastPath> paths = oal::model::fast_paths(*model);
         if (a->json) {
-          nlohmann::json j = oal::formats::summary_json(w);
-          j["path"] = a->model;
-          j["tokenizer"] = tok.empty() ? nlohmann::json(nullptr) : nlohmann::json(tok);
-          if (gguf) j["gguf"] = oal::io::gguf_summary_json(gguf->header, a->tensors);
-          fmt::print("{}\n", j.dump(2));
+          summary["path"] = a->model;
+          summary["tokenizer"] = tok.empty() ? nlohmann::json(nullptr) : nlohmann::json(tok);
+          summary["fast_paths"] = oal::formats::fast_paths_json(paths);
+          if (gguf) summary["gguf"] = oal::io::gguf_summary_json(gguf->header, a->tensors);
+          fmt::print("{}\n", summary.dump(2));
           return;
         }
-        fmt::print("model             {}\n{}", a->model, oal::formats::describe(w));
+        fmt::print("model             {}\n{}", a->model, text);
         fmt::print("tokenizer         {}\n", tok.empty() ? "(none found beside the model)" : tok);
+        fmt::print("{}", oal::formats::describe_fast_paths(paths));
         if (gguf) fmt::print("{}", oal::io::describe_gguf(gguf->header, a->tensors));
       };
     }};

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "oal/attention/simd_path.h"
 #include "oal/attention/state_snapshot.h"
 
 namespace oal::attn {
@@ -65,6 +66,11 @@ class AttentionMethod {
   virtual std::string fingerprint() const { return name(); }
   // Trainable parameters (tensors with requires_grad); empty for fixed methods.
   virtual std::vector<at::Tensor> parameters() const { return {}; }
+  // The path forward() and the decode states take for inference inputs (simd_path.h),
+  // from what the method holds. Default: a method with no SIMD code.
+  virtual PathChoice cpu_path() const {
+    return {false, "ATen", "the method has no SIMD code (" + name() + ")"};
+  }
 };
 
 }  // namespace oal::attn

@@ -21,6 +21,11 @@ std::string simd_blocker(const at::Tensor& q, const at::Tensor& k, const at::Ten
   return "";
 }
 
+PathChoice path_choice(std::string detail, std::string blocker) {
+  const bool simd = blocker.empty();
+  return {simd, std::move(detail), std::move(blocker)};
+}
+
 std::string simd_path(const std::string& blocker) {
   if (blocker.empty())
     return "simd (" + simd::target_name(simd::active_target()) + ")";

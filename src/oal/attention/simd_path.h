@@ -19,6 +19,18 @@ std::string simd_blocker(const at::Tensor& q, const at::Tensor& k, const at::Ten
 // Whether autograd is recording through t (defined, grad mode on, t requires grad).
 bool records_grad(const at::Tensor& t);
 
+// Which path an op takes for inference inputs (fp32 on the CPU, autograd off), decided
+// from what the op holds (its weights, options, cache type) rather than from one call's
+// inputs: `oal info` and `oal bench --json` report it (model/fast_paths.h). The per-call
+// blockers add only the inputs' own reasons (simd_blocker above).
+struct PathChoice {
+  bool simd = false;
+  std::string detail;  // what runs, e.g. "flash, KV cache f16" or "q4_1 blocks, dequant dot"
+  std::string reason;  // why not the SIMD code: a blocker's words ("" when simd)
+};
+// {blocker.empty(), detail, blocker}: the SIMD code when nothing blocks it.
+PathChoice path_choice(std::string detail, std::string blocker);
+
 // What a report prints for an entry point's path: "simd (avx512)" when `blocker` is
 // empty (with the SIMD target it runs), else "reference (<blocker>)".
 std::string simd_path(const std::string& blocker);

@@ -11,6 +11,7 @@
 #include "oal/bench/bench_measure.h"
 #include "oal/bench/model_variants.h"
 #include "oal/core/error.h"
+#include "oal/formats/model_summary.h"
 #include "oal/simd/isa.h"
 #include "oal/simd/linear_quant.h"
 #include "oal/simd/oal_prefill.h"
@@ -174,6 +175,7 @@ ModelBenchReport run_model_bench(model::Transformer& m, const std::string& descr
   const VariantSetup setup{cfg.chunk, cfg.groups, cfg.window, cfg.seed, false};
   for (size_t i = 0; i < cfg.variants.size(); ++i) {
     apply_variant(m, layers[i], setup);
+    rep.fast_paths.emplace_back(cfg.variants[i], model::fast_paths(m));
     for (int64_t n : cfg.prefill_lengths) {
       ModelBenchRow row = time_prefill(m, n, cfg, rep.memory_reset_ok);
       const double flops = 2.0 * params * n + attention_flops(m.config(), layers[i], n, cfg.chunk);
@@ -247,6 +249,8 @@ std::string model_bench_json(const ModelBenchReport& r) {
                       {"gemm_gflops_fp32", r.gemm_gflops_fp32},
                       {"memory_reset_ok", r.memory_reset_ok},
                       {"rows", rows}};
+  for (const auto& [variant, paths] : r.fast_paths)
+    j["fast_paths"][variant] = formats::fast_paths_json(paths);
   return j.dump(2) + "\n";
 }
 

@@ -20,12 +20,14 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "oal/attention/method_names.h"
 #include "oal/attention/windowed/window.h"
 #include "oal/core/machine.h"
 #include "oal/core/progress.h"
+#include "oal/model/fast_paths.h"
 #include "oal/model/transformer.h"
 
 namespace oal::bench {
@@ -64,6 +66,8 @@ struct ModelBenchReport {
   bool memory_reset_ok = true;
   ModelBenchConfig config;
   std::vector<ModelBenchRow> rows;
+  // Per variant, the code each op ran (model/fast_paths.h), read as it was timed.
+  std::vector<std::pair<std::string, std::vector<model::FastPath>>> fast_paths;
 };
 
 // Times every variant; the model's attention methods are replaced per variant and

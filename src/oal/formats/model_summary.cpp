@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "oal/formats/hf_config.h"
+#include "oal/io/gguf_quants.h"
+#include "oal/simd/isa.h"
 
 namespace oal::formats {
 namespace {
@@ -50,6 +52,12 @@ ModelSummary summarize(const model::ModelWeights& w) {
     s.parameters += t.numel();
     s.bytes += t.numel() * static_cast<int64_t>(t.element_size());
     s.dtype_params[std::string(c10::toString(t.scalar_type()))] += t.numel();
+  }
+  for (const auto& [name, q] : w.quantized) {  // ggml blocks, as the file stores them
+    s.tensors += 1;
+    s.parameters += q.rows * q.cols;
+    s.bytes += q.bytes.numel();
+    s.dtype_params[io::ggml_type_name(q.type)] += q.rows * q.cols;
   }
   return s;
 }
@@ -104,6 +112,38 @@ nlohmann::json summary_json(const model::ModelWeights& w) {
   if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
   if (!c.eos_token_ids.empty()) j["eos_token_ids"] = c.eos_token_ids;
   return j;
+}
+
+std::string describe_fast_paths(const std::vector<model::FastPath>& paths) {
+  std::string out = fmt::format("fast paths        inference inputs (fp32 on the CPU, no autograd), "
+                                "SIMD target {}\n",
+                                simd::target_name(simd::active_target()));
+  auto where = [](const model::FastPath& f) {
+    return f.layers.empty() ? std::string() : "layers " + model::layer_ranges(f.layers);
+  };
+  size_t op_width = 0, where_width = 0;
+  for (const model::FastPath& f : paths) {
+    op_width = std::max(op_width, f.op.size());
+    where_width = std::max(where_width, where(f).size());
+  }
+  for (const model::FastPath& f : paths) {
+    const std::string what = f.path.simd ? "simd: " + f.path.detail
+                                         : "reference: " + f.path.detail + " — " + f.path.reason;
+    out += fmt::format("  {:<{}}  {:<{}}  {}\n", f.op, op_width, where(f), where_width, what);
+  }
+  return out;
+}
+
+nlohmann::json fast_paths_json(const std::vector<model::FastPath>& paths) {
+  nlohmann::json ops = nlohmann::json::array();
+  for (const model::FastPath& f : paths)
+    ops.push_back({{"op", f.op},
+                   {"layers", f.layers},
+                   {"layer_ranges", model::layer_ranges(f.layers)},
+                   {"path", f.path.simd ? "simd" : "reference"},
+                   {"detail", f.path.detail},
+                   {"reason", f.path.simd ? nlohmann::json(nullptr) : nlohmann::json(f.path.reason)}});
+  return {{"simd_target", simd::target_name(simd::active_target())}, {"ops", ops}};
 }
 
 }  // namespace oal::formats

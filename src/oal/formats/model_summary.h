@@ -1,11 +1,13 @@
 #pragma once
 // A summary of loaded weights for `oal info`: architecture fields, parameter count,
-// bytes, dtypes.
+// bytes, dtypes; and of a built model's fast paths (model/fast_paths.h).
 #include <cstdint>
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <vector>
 
+#include "oal/model/fast_paths.h"
 #include "oal/model/weights.h"
 
 namespace oal::formats {
@@ -26,5 +28,14 @@ std::string describe(const model::ModelWeights& w);
 // The summary as JSON (for `oal info --json`): architecture fields under their
 // ModelConfig names plus "tensors", "parameters", "bytes", "dtypes".
 nlohmann::json summary_json(const model::ModelWeights& w);
+
+// The fast paths as `oal info` prints them: a heading naming the SIMD target, then one
+// line per entry ("  attention  layers 0-29  simd: flash, KV cache f32", or
+// "reference: <detail> — <reason>").
+std::string describe_fast_paths(const std::vector<model::FastPath>& paths);
+
+// {"simd_target": "avx512", "ops": [{"op", "layers" (array), "layer_ranges", "path"
+// ("simd" or "reference"), "detail", "reason" (null on the SIMD path)}, ...]}.
+nlohmann::json fast_paths_json(const std::vector<model::FastPath>& paths);
 
 }  // namespace oal::formats

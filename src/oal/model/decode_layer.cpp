@@ -39,7 +39,7 @@ void add_into(float* out, const float* a, int64_t n) {
 }
 
 // What decode_layer reads itself: x and the norms. Each projection guards its own
-// weights (Linear::forward_into checks simd_ready), so they are not checked twice.
+// weights (Linear::forward_into checks simd_ready).
 bool rows_and_norms_ready(const TransformerLayer& L, const at::Tensor& x) {
   return x.device().is_cpu() && x.scalar_type() == at::kFloat && !attn::records_grad(x) &&
          fp32_cpu_constant(L.attn_norm) && fp32_cpu_constant(L.mlp_norm);
@@ -47,12 +47,22 @@ bool rows_and_norms_ready(const TransformerLayer& L, const at::Tensor& x) {
 
 }  // namespace
 
+std::string decode_layer_blocker(const TransformerLayer& L) {
+  if (!fp32_cpu_constant(L.attn_norm) || !fp32_cpu_constant(L.mlp_norm))
+    return "a norm weight is not contiguous fp32 on the CPU (or records autograd)";
+  const std::pair<const char*, const Linear*> projections[] = {
+      {"q_proj", &L.q_proj},       {"k_proj", &L.k_proj},   {"v_proj", &L.v_proj},
+      {"o_proj", &L.o_proj},       {"gate_proj", &L.gate_proj}, {"up_proj", &L.up_proj},
+      {"down_proj", &L.down_proj}};
+  for (const auto& [name, p] : projections) {
+    const std::string why = p->simd_blocker();
+    if (!why.empty()) return std::string(name) + ": " + why;
+  }
+  return "";
+}
+
 bool decode_layer_can_run(const TransformerLayer& L, const at::Tensor& x) {
-  if (!rows_and_norms_ready(L, x)) return false;
-  for (const Linear* p : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj,
-                          &L.down_proj})
-    if (!p->simd_ready()) return false;
-  return true;
+  return rows_and_norms_ready(L, x) && decode_layer_blocker(L).empty();
 }
 
 at::Tensor decode_layer(const TransformerLayer& L, const ModelConfig& c, const Rope& rope,

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "oal/model/config.h"
@@ -20,8 +21,12 @@
 
 namespace oal::model {
 
-// Whether decode_layer can run layer L on x: x fp32 on the CPU without autograd, every
-// projection Linear::simd_ready(), both norms fp32 on the CPU without autograd.
+// Why decode_layer cannot run layer L whatever its input ("" when it can): both norms
+// contiguous fp32 on the CPU without autograd, every projection Linear::simd_ready()
+// (the first that is not is named with its reason).
+std::string decode_layer_blocker(const TransformerLayer& L);
+// Whether decode_layer can run layer L on x: x fp32 on the CPU without autograd, and
+// decode_layer_blocker(L) empty.
 bool decode_layer_can_run(const TransformerLayer& L, const at::Tensor& x);
 
 // The layer's attention of the M rows: q [M, Hq, 1, D], k [M, Hkv, 1, D],

@@ -1,5 +1,7 @@
 #include "oal/model/linear.h"
 
+#include <fmt/core.h>
+
 #include "oal/attention/simd_path.h"
 #include "oal/core/error.h"
 #include "oal/io/gguf_quants.h"
@@ -112,14 +114,47 @@ at::Tensor Linear::forward(const at::Tensor& x) const {
   return y;
 }
 
-bool Linear::simd_ready() const {
-  if (delta || attn::records_grad(bias)) return false;
+std::string Linear::simd_blocker() const {
+  if (delta) return "an adapter is attached (its sum runs through ATen)";
+  return weight_blocker();
+}
+
+std::string Linear::weight_blocker() const {
+  if (attn::records_grad(bias)) return "autograd is recording through the bias";
   if (bias.defined() && (!bias.device().is_cpu() || bias.scalar_type() != at::kFloat ||
                          !bias.is_contiguous()))
-    return false;
-  if (quant.defined() || half_weight_ready(weight)) return true;
-  return weight.device().is_cpu() && weight.scalar_type() == at::kFloat &&
-         weight.is_contiguous() && !attn::records_grad(weight);
+    return "the bias is not contiguous fp32 on the CPU";
+  if (quant.defined() || half_weight_ready(weight)) return "";
+  if (!weight.device().is_cpu()) return "the weight is not on the CPU";
+  if (attn::records_grad(weight)) return "autograd is recording through the weight";
+  if (weight.scalar_type() == at::kBFloat16 || weight.scalar_type() == at::kHalf)
+    return "a 16-bit weight whose rows are not whole groups of 32 (or not contiguous)";
+  if (weight.scalar_type() != at::kFloat)
+    return std::string("weight dtype ") + c10::toString(weight.scalar_type());
+  if (!weight.is_contiguous()) return "the weight is not contiguous";
+  return "";
+}
+
+bool Linear::simd_ready() const { return simd_blocker().empty(); }
+
+attn::PathChoice Linear::cpu_path() const {
+  std::string detail;
+  if (quant.defined()) {
+    const std::string type = io::ggml_type_name(quant.type);
+    if (!simd::has_fast_quant_path(quant.type))
+      return {false, type + " rows", type + " has no SIMD decoder (scalar, one row at a time)"};
+    detail = simd::has_int8_path(quant.type)
+                 ? fmt::format("{} blocks, {} dot when decoding", type,
+                               simd::quant_dot_name(quant_dot))
+                 : type + " blocks decoded in registers";
+  } else if (half_weight_ready(weight)) {
+    detail = std::string(c10::toString(weight.scalar_type())) + " rows widened in registers";
+  } else {
+    detail = fmt::format("fp32 GEMM ({} for prompts)",
+                         simd::linear_f32_on_blas() ? "BLAS" : "own micro-kernel");
+  }
+  if (delta) detail += " + adapter (ATen)";
+  return attn::path_choice(std::move(detail), weight_blocker());
 }
 
 void Linear::forward_into(int64_t M, const float* x, float* y) const {

@@ -5,7 +5,9 @@
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <string>
 
+#include "oal/attention/simd_path.h"
 #include "oal/model/quant_weight.h"
 #include "oal/simd/linear_quant.h"
 
@@ -49,10 +51,18 @@ struct Linear {
   // differentiable (a quantized weight is then decoded for the call).
   at::Tensor forward(const at::Tensor& x) const;
 
-  // Whether forward_into can run this projection: no adapter, the weight quantized,
-  // contiguous fp32 on the CPU, or contiguous bf16/fp16 on the CPU with rows of whole
-  // groups of 32; the bias absent or fp32 on the CPU; autograd recording through neither.
-  bool simd_ready() const;
+  // Why forward_into cannot run this projection ("" when it can): it needs no adapter,
+  // the weight quantized, contiguous fp32 on the CPU, or contiguous bf16/fp16 on the CPU
+  // with rows of whole groups of 32; the bias absent or fp32 on the CPU; autograd
+  // recording through neither.
+  std::string simd_blocker() const;
+  bool simd_ready() const;  // simd_blocker() is empty
+  // simd_blocker() without the adapter: what forward() asks of the weight and bias.
+  std::string weight_blocker() const;
+  // What an inference forward runs for this weight (attn::PathChoice): the quantized
+  // kernels and their dot, the 16-bit row reader or the fp32 GEMM (an adapter's sum
+  // added through ATen), or why ATen.
+  attn::PathChoice cpu_path() const;
   // y[M, out] = x[M, in] Wᵀ + b on fp32 rows (x and y contiguous, not overlapping)
   // through the projection kernels, without tensors: the decode step's path
   // (decode_layer.h). Requires simd_ready().

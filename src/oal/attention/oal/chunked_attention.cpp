@@ -109,18 +109,25 @@ at::Tensor extend_aten_sums(const AttentionDims& s, const at::Tensor& q,
 
 }  // namespace
 
+std::string hd_method_blocker(const LayerKernels& lk, const HdOptions& options) {
+  if (options.backend == HdBackend::aten) return "the ATen backend was requested";
+  if (records_grad(lk.L))
+    return "autograd is recording through L (trainable kernels outside a NoGradGuard)";
+  return "";
+}
+
 std::string hd_simd_blocker(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                               const LayerKernels& lk, const HdState& state,
                               const HdOptions& options) {
-  if (options.backend == HdBackend::aten) return "the ATen backend was requested";
+  std::string why = hd_method_blocker(lk, options);
+  if (!why.empty()) return why;
   if (!state.S.defined()) return "the state is undefined";
-  std::string why = simd_blocker(q, k, v);
+  why = simd_blocker(q, k, v);
   if (!why.empty()) return why;
   if (!state.S.device().is_cpu()) return "the state is not on the CPU";
   if (state.S.scalar_type() != at::kFloat) return "the state is not fp32";
-  if (records_grad(lk.L) || records_grad(state.S))
-    return "autograd is recording through L or the state (trainable kernels outside a "
-           "NoGradGuard)";
+  if (records_grad(state.S))
+    return "autograd is recording through the state (a state that requires grad)";
   return "";
 }
 

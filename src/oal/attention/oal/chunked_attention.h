@@ -72,6 +72,9 @@ struct HdPrefill {
 };
 
 // ---- Linear-time evaluation ---------------------------------------------------------
+// The part of hd_simd_blocker that the method holds, the same for every call:
+// options.backend is aten, or autograd is recording through kernels.L ("" when neither).
+std::string hd_method_blocker(const LayerKernels& lk, const HdOptions& options);
 // Why hd_extend will not hand these inputs to the CPU kernel ("" when it will):
 // options.backend is aten, a tensor is not on the CPU, the dtype is not fp32 or bf16, the
 // state is not fp32, or autograd is recording through q, k, v, kernels.L or the state.

@@ -61,4 +61,11 @@ std::vector<at::Tensor> QuadraticAttention::parameters() const {
                                     : std::vector<at::Tensor>{};
 }
 
+PathChoice QuadraticAttention::cpu_path() const {
+  return path_choice(fmt::format("HD state, chunks of {} tokens (prefill) and one fused step "
+                                 "(decode), up to {} groups per head",
+                                 options_.chunk, kernels_.max_groups()),
+                     hd_method_blocker(kernels_, options_));
+}
+
 }  // namespace oal::attn

@@ -34,6 +34,8 @@ class QuadraticAttention : public AttentionMethod {
   std::vector<at::Tensor> parameters() const override;
   // name() and a hash of L and the grouping (fp64 values).
   std::string fingerprint() const override;
+  // The chunked HD kernels unless the options ask for ATen (hd_method_blocker).
+  PathChoice cpu_path() const override;
 
   const LayerKernels& kernels() const { return kernels_; }
   // The current kernels (detached copies of L), one per query head.

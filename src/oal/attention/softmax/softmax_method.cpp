@@ -110,4 +110,8 @@ std::unique_ptr<DecodeState> SoftmaxAttention::new_state(int64_t batch) const {
   return std::make_unique<SoftmaxKvCache>(batch, block_, scale_, kv_cache_);
 }
 
+PathChoice SoftmaxAttention::cpu_path() const {
+  return path_choice("flash, KV cache " + std::string(kv_cache_type_name(kv_cache_)), "");
+}
+
 }  // namespace oal::attn

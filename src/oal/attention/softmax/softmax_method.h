@@ -70,6 +70,8 @@ class SoftmaxAttention : public AttentionMethod {
                      const at::Tensor& v) const override;
   std::unique_ptr<DecodeState> new_state(int64_t batch) const override;
   KvCacheType kv_cache() const { return kv_cache_; }
+  // Always the SIMD code for inference inputs: the flash kernel and its cache type.
+  PathChoice cpu_path() const override;
 
  private:
   int64_t block_;

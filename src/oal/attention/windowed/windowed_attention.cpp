@@ -144,6 +144,24 @@ void WindowedAttention::set_full_heads(FullHeads heads) {
   full_heads_ = std::move(heads);
 }
 
+std::string WindowedAttention::method_blocker() const {
+  if (feature_map_) return "the kernel is a feature-map baseline's (ATen only)";
+  if (records_grad(log_scale_)) return "autograd is recording through c_h";
+  if (quadratic_ && records_grad(quadratic_->kernels().L)) return "autograd is recording through L";
+  return "";
+}
+
+PathChoice WindowedAttention::cpu_path() const {
+  std::string detail = fmt::format("{} sinks and {} recent keys exact, ", window_.sinks,
+                                   window_.recent);
+  if (!base_) detail += "nothing beyond (windowed-only)";
+  else if (!quadratic_) detail += base_->name() + " beyond";
+  else if (quadratic_->options().backend == HdBackend::aten) detail += "HD state beyond (ATen)";
+  else detail += "HD state beyond";
+  if (!full_heads_.none()) detail += "; KV heads " + full_heads_.describe() + " exact softmax";
+  return path_choice(std::move(detail), method_blocker());
+}
+
 std::string WindowedAttention::fingerprint() const {
   const auto c = log_scale_.detach().to(at::kCPU, at::kDouble).contiguous();
   uint64_t h = k_fnv1a_offset;  // over c_h's fp64 bytes
@@ -335,11 +353,7 @@ std::string WindowedDecodeState::exact_blocker(const at::Tensor& q, const at::Te
   if (sink_k_.scalar_type() != at::kFloat) return "the rows are not fp32";
   std::string why = simd_blocker(q, k, v);
   if (!why.empty()) return why;
-  if (method_.feature_map()) return "the kernel is a feature-map baseline's (ATen only)";
-  if (records_grad(method_.log_scale())) return "autograd is recording through c_h";
-  if (const QuadraticAttention* base = method_.quadratic())
-    if (records_grad(base->kernels().L)) return "autograd is recording through L";
-  return "";
+  return method_.method_blocker();
 }
 
 std::string WindowedDecodeState::step_blocker(const AttentionDims& s, const at::Tensor& q,

@@ -76,6 +76,13 @@ class WindowedAttention : public AttentionMethod {
   void set_full_heads(FullHeads heads);
   const FullHeads& full_heads() const { return full_heads_; }
 
+  // Why the exact part cannot run on the CPU kernel whatever the inputs ("" when it
+  // can): a feature-map base (ATen only), or autograd recording through c_h or L.
+  std::string method_blocker() const;
+  // The sinks and window exactly and the base beyond them, on the CPU kernels unless
+  // method_blocker() says why not.
+  PathChoice cpu_path() const override;
+
   const Window& window() const { return window_; }
   const at::Tensor& log_scale() const { return log_scale_; }
   const std::shared_ptr<const AttentionMethod>& base() const { return base_; }
