@@ -54,11 +54,6 @@ void expect_each_once(const std::vector<FastPath>& paths, int64_t layers) {
     }
 }
 
-const at::Tensor& one_row(const ModelConfig& c) {
-  static const at::Tensor x = at::zeros({1, c.hidden_size});
-  return x;
-}
-
 }  // namespace
 
 TEST(FastPaths, PlainFp32ModelRunsSimdEverywhereInOneEntryPerOp) {
@@ -110,7 +105,7 @@ TEST(FastPaths, AnAdapterMovesItsLayersDecodeStepOffTheRowsAndSaysWhy) {
   // The report and the dispatch agree on every layer.
   for (int64_t l = 0; l < m.num_layers(); ++l)
     EXPECT_EQ(path_of(paths, "decode step", l).simd,
-              decode_layer_can_run(m.layer(l), one_row(w.config)))
+              decode_layer_can_run(m.layer(l), at::zeros({1, w.config.hidden_size})))
         << "layer " << l;
   const auto off = fast_paths(Transformer(w, {.rowwise_decode = false}));
   EXPECT_FALSE(path_of(off, "decode step", 0).simd);
