@@ -9,10 +9,12 @@
 #                         [--threads 2] [--simd avx2] [--repeats 3] [--warmup 1] [--out DIR]
 #   scripts/bench-peer.sh --sweep 8192,16384,32768 [...]   # long contexts, one pass per N
 #                         [--kv-cache f16|f32|q8_0] [--ubatch 512] [--reuse-peer]
-#                         [--sinks S --window W]
+#                         [--sinks S --window W] [--variants softmax,oal,hybrid]
 #
 # --sinks/--window: oal's converted layers (all-OAL and hybrid rows) are windowed OAL
-# (exact sinks and a recent window beside the kernel, docs/adapt.md).
+# (exact sinks and a recent window beside the kernel, docs/adapt.md). --variants: which
+# of oal's models to time (default all three; a 32K sweep of only the every-layer model
+# saves oal's two slower 32K prefills).
 # --kv-cache: the softmax-layer KV cache of both programs (default f16, llama.cpp's
 # default; llama.cpp gets -ctk/-ctv of the same type). --ubatch: oal's prefill ubatch (default 512, llama.cpp's; 0 = the whole prompt
 # at once). --reuse-peer: keep the llama.cpp outputs already in DIR (same model, threads
@@ -44,6 +46,7 @@ ubatch=512
 sinks=0
 window=0
 reuse_peer=0
+variants=softmax,oal,hybrid
 oal=${OAL_BIN:-build/release/oal}
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -61,7 +64,8 @@ while [ $# -gt 0 ]; do
     --reuse-peer) reuse_peer=1; shift ;;
     --sinks) sinks=$2; shift 2 ;;
     --window) window=$2; shift 2 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    --variants) variants=$2; shift 2 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "bench-peer: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -126,7 +130,7 @@ else
 fi
 
 echo "bench-peer: oal bench --model $model ($threads threads${simd:+, SIMD $simd}, KV cache $kv_cache, ubatch $ubatch)" >&2
-OAL_THREADS=$threads "$oal" bench --model "$model" --variants softmax,oal,hybrid \
+OAL_THREADS=$threads "$oal" bench --model "$model" --variants "$variants" \
   --prefill-n "$prefill" --n "$depths" --repeats "$repeats" --warmup "$warmup" --decode-steps 32 \
   ${simd:+--simd "$simd"} --weights auto --kv-cache "$kv_cache" --ubatch "$ubatch" \
   --sinks "$sinks" --window "$window" --json --quiet \
