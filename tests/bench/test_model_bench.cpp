@@ -63,7 +63,7 @@ TEST(ModelBench, VariantsCellsAndStates) {
   std::vector<std::string> attention;
   for (const auto& op : hybrid_ops)
     if (op.at("op") == "attention") attention.push_back(op.at("layer_ranges"));
-  EXPECT_EQ(attention, (std::vector<std::string>{"0, 4", "1-3"}));
+  EXPECT_EQ(attention, (std::vector<std::string>{"0,4", "1-3"}));
   EXPECT_EQ(j.at("fast_paths").size(), 3u);
   EXPECT_NE(model_bench_markdown(r).find("| hybrid | 1-3 of 5 | decode | 32 |"), std::string::npos);
   EXPECT_NE(model_bench_csv(r).find("variant,converted,mode,n,"), std::string::npos);

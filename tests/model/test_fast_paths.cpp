@@ -1,7 +1,7 @@
 // The fast-path report (model/fast_paths.h): each op's path and reason, read from what
 // the built model holds, agrees with where the calls really go (decode_layer_can_run,
 // the methods' own blockers) across weight formats, adapters, options and attention
-// methods; and layer_ranges' text.
+// methods.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -147,11 +147,4 @@ TEST(FastPaths, AttentionMethodsReportTheirOwnPaths) {
             std::string::npos)
       << path_of(paths, "attention", 0).detail;
   EXPECT_NE(path_of(paths, "attention", 1).detail.find("windowed-only"), std::string::npos);
-}
-
-TEST(FastPaths, LayerRangesText) {
-  EXPECT_EQ(layer_ranges({}), "");
-  EXPECT_EQ(layer_ranges({3}), "3");
-  EXPECT_EQ(layer_ranges({0, 1, 2, 5, 27, 28, 29}), "0-2, 5, 27-29");
-  EXPECT_EQ(layer_ranges({4, 6}), "4, 6");
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "oal/core/ranges.h"
 #include "oal/formats/hf_config.h"
 #include "oal/io/gguf_quants.h"
 #include "oal/simd/isa.h"
@@ -119,7 +120,7 @@ std::string describe_fast_paths(const std::vector<model::FastPath>& paths) {
                                 "SIMD target {}\n",
                                 simd::target_name(simd::active_target()));
   auto where = [](const model::FastPath& f) {
-    return f.layers.empty() ? std::string() : "layers " + model::layer_ranges(f.layers);
+    return f.layers.empty() ? std::string() : "layers " + format_index_list(f.layers);
   };
   size_t op_width = 0, where_width = 0;
   for (const model::FastPath& f : paths) {
@@ -139,7 +140,7 @@ nlohmann::json fast_paths_json(const std::vector<model::FastPath>& paths) {
   for (const model::FastPath& f : paths)
     ops.push_back({{"op", f.op},
                    {"layers", f.layers},
-                   {"layer_ranges", model::layer_ranges(f.layers)},
+                   {"layer_ranges", format_index_list(f.layers)},
                    {"path", f.path.simd ? "simd" : "reference"},
                    {"detail", f.path.detail},
                    {"reason", f.path.simd ? nlohmann::json(nullptr) : nlohmann::json(f.path.reason)}});

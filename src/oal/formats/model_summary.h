@@ -34,7 +34,7 @@ nlohmann::json summary_json(const model::ModelWeights& w);
 // "reference: <detail> — <reason>").
 std::string describe_fast_paths(const std::vector<model::FastPath>& paths);
 
-// {"simd_target": "avx512", "ops": [{"op", "layers" (array), "layer_ranges", "path"
+// {"simd_target": "avx512", "ops": [{"op", "layers" (array), "layer_ranges" ("0-2,27-29"), "path"
 // ("simd" or "reference"), "detail", "reason" (null on the SIMD path)}, ...]}.
 nlohmann::json fast_paths_json(const std::vector<model::FastPath>& paths);
 

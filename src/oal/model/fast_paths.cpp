@@ -1,7 +1,6 @@
 #include "oal/model/fast_paths.h"
 
 #include <c10/core/GradMode.h>
-#include <fmt/core.h>
 
 #include <utility>
 
@@ -71,18 +70,6 @@ std::vector<FastPath> fast_paths(const Transformer& model) {
     out.insert(out.end(), std::make_move_iterator(part->begin()),
                std::make_move_iterator(part->end()));
   out.push_back({"lm_head", {}, model.lm_head().cpu_path()});
-  return out;
-}
-
-std::string layer_ranges(const std::vector<int64_t>& layers) {
-  std::string out;
-  for (size_t i = 0; i < layers.size();) {
-    size_t j = i;
-    while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
-    if (!out.empty()) out += ", ";
-    out += j == i ? fmt::format("{}", layers[i]) : fmt::format("{}-{}", layers[i], layers[j]);
-    i = j + 1;
-  }
   return out;
 }
 

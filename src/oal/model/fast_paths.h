@@ -27,7 +27,4 @@ struct FastPath {
 // projections, decode step, attention, lm_head. Read under a NoGradGuard (inference).
 std::vector<FastPath> fast_paths(const Transformer& model);
 
-// "0-2, 5, 27-29" for ascending layers; "" for none.
-std::string layer_ranges(const std::vector<int64_t>& layers);
-
 }  // namespace oal::model
